@@ -1,0 +1,89 @@
+"""The planning core: pure functions from a graph of stages and measured bytes to decisions.
+
+Imports neither Airflow nor Spark, so it can be read, tested and reused alone.
+"""
+
+from airflow_provider_finegrained.planning.capacity import (
+    CapacityDecision,
+    CapacityOutcome,
+    ExecutorRequest,
+    ResourceBounds,
+    WorkerCapacity,
+    WorkerShape,
+    check_resource_stability,
+    decide_capacity,
+)
+from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
+from airflow_provider_finegrained.planning.forward_groups import (
+    UNDECIDED,
+    compute_forward_groups,
+    propagate_forward_parallelism,
+)
+from airflow_provider_finegrained.planning.parallelism import (
+    DEFAULT_AVG_BYTES_PER_TASK,
+    ConsumedResult,
+    ParallelismConfig,
+    ParallelismDecision,
+    decide_parallelism,
+    explain_parallelism,
+)
+from airflow_provider_finegrained.planning.plan import DagPlan, Exchange, StagePlan, plan_stages
+from airflow_provider_finegrained.planning.ranges import balanced_ranges
+from airflow_provider_finegrained.planning.regions import compute_pipelined_regions
+from airflow_provider_finegrained.planning.resources import (
+    ResourceSpec,
+    check_specs_not_mixed,
+    managed_memory_fractions,
+)
+from airflow_provider_finegrained.planning.sizing import (
+    ClusterProfile,
+    RegionSizing,
+    StageDemand,
+    StageSizing,
+    even_waves,
+    size_region,
+)
+from airflow_provider_finegrained.planning.stages import StageGraphError, StageInput, StageSpec
+from airflow_provider_finegrained.planning.units import format_bytes, parse_bytes
+
+__all__ = [
+    "DEFAULT_AVG_BYTES_PER_TASK",
+    "UNDECIDED",
+    "CapacityDecision",
+    "CapacityOutcome",
+    "ClusterProfile",
+    "ConsumedResult",
+    "DagPlan",
+    "Distribution",
+    "Exchange",
+    "ExchangeMode",
+    "ExecutorRequest",
+    "ParallelismConfig",
+    "ParallelismDecision",
+    "RegionSizing",
+    "ResourceBounds",
+    "ResourceSpec",
+    "StageDemand",
+    "StageGraphError",
+    "StageInput",
+    "StagePlan",
+    "StageSizing",
+    "StageSpec",
+    "WorkerCapacity",
+    "WorkerShape",
+    "balanced_ranges",
+    "check_resource_stability",
+    "check_specs_not_mixed",
+    "compute_forward_groups",
+    "compute_pipelined_regions",
+    "decide_capacity",
+    "decide_parallelism",
+    "even_waves",
+    "explain_parallelism",
+    "format_bytes",
+    "managed_memory_fractions",
+    "parse_bytes",
+    "plan_stages",
+    "propagate_forward_parallelism",
+    "size_region",
+]

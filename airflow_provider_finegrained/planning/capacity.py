@@ -1,0 +1,200 @@
+"""Declarative resources (FLIP-138) and the minimum/maximum stability check (FLINK-15959).
+
+A region declares the executors it wants; given what the cluster has free, it runs as asked, runs
+smaller (never below its minimum parallelism), or cannot run now, with the numbers to say why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from airflow_provider_finegrained.planning.units import format_bytes
+
+
+@dataclass(frozen=True)
+class ExecutorRequest:
+    """What a region asks for: ``executors`` of one shape, to run ``parallelism`` tasks."""
+
+    executors: int
+    cores: int
+    memory: int
+    """Bytes per executor including overhead and off-heap: what a worker must hold."""
+    parallelism: int
+    min_parallelism: int = 1
+    slots_per_executor: int = 1
+    gpus: float = 0
+
+    @property
+    def slots(self) -> int:
+        return self.executors * self.slots_per_executor
+
+
+@dataclass(frozen=True)
+class WorkerCapacity:
+    """One worker's free (and, for the hopeless check, total) resources."""
+
+    free_cores: int
+    free_memory: int
+    free_gpus: float = 0
+    total_cores: int | None = None
+    total_memory: int | None = None
+    total_gpus: float | None = None
+
+
+class CapacityOutcome(StrEnum):
+    AS_REQUESTED = "as_requested"
+    REDUCED = "reduced"
+    WAIT = "wait"
+    IMPOSSIBLE = "impossible"
+
+
+@dataclass(frozen=True)
+class CapacityDecision:
+    outcome: CapacityOutcome
+    executors: int
+    parallelism: int
+    message: str
+
+    @property
+    def can_run(self) -> bool:
+        return self.outcome in (CapacityOutcome.AS_REQUESTED, CapacityOutcome.REDUCED)
+
+
+def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> CapacityDecision:
+    """Compare a region's request with the workers' free resources (FLIP-138's declarative step).
+
+    ``workers`` may be a single pseudo-worker holding a cluster's aggregate free capacity when the
+    cluster manager does not report per worker (YARN metrics, a declared capacity).
+    """
+    asked = _describe(request)
+    verdicts = [_fits_when_empty(request, w) for w in workers]
+    if verdicts and all(v is False for v in verdicts):
+        biggest = max(workers, key=lambda w: (w.total_memory or 0, w.total_cores or 0))
+        return CapacityDecision(
+            CapacityOutcome.IMPOSSIBLE,
+            0,
+            0,
+            f"no worker can ever hold one executor of {asked}: the largest has "
+            f"{biggest.total_cores} cores, {format_bytes(biggest.total_memory or 0)}"
+            + (f", {biggest.total_gpus:g} GPUs" if request.gpus else ""),
+        )
+    fitting = sum(_executors_fitting(request, w) for w in workers)
+    free = _describe_free(workers)
+    if fitting >= request.executors:
+        return CapacityDecision(
+            CapacityOutcome.AS_REQUESTED,
+            request.executors,
+            request.parallelism,
+            f"running as planned: {request.executors} executor(s) of {asked}; free: {free}",
+        )
+    granted_slots = fitting * request.slots_per_executor
+    minimum = min(request.min_parallelism, request.slots)
+    if fitting >= 1 and granted_slots >= minimum:
+        # Keep the planned number of waves on the smaller set of slots, never below the minimum.
+        waves = math.ceil(request.parallelism / request.slots)
+        parallelism = max(request.min_parallelism, min(request.parallelism, granted_slots * waves))
+        return CapacityDecision(
+            CapacityOutcome.REDUCED,
+            fitting,
+            parallelism,
+            f"running smaller: asked for {request.executors} executor(s) of {asked}, "
+            f"{fitting} fit ({free}); parallelism {request.parallelism} -> {parallelism}",
+        )
+    return CapacityDecision(
+        CapacityOutcome.WAIT,
+        0,
+        0,
+        f"not enough free resources: asked for {request.executors} executor(s) of {asked} "
+        f"(at least {max(1, math.ceil(minimum / request.slots_per_executor))} for min parallelism "
+        f"{request.min_parallelism}); free: {free}",
+    )
+
+
+def _executors_fitting(request: ExecutorRequest, worker: WorkerCapacity) -> int:
+    limits = [worker.free_cores // request.cores, worker.free_memory // request.memory]
+    if request.gpus:
+        limits.append(math.floor(worker.free_gpus / request.gpus))
+    return max(0, min(limits))
+
+
+def _fits_when_empty(request: ExecutorRequest, worker: WorkerCapacity) -> bool | None:
+    """Whether one executor fits this worker when idle; None when its totals are unknown."""
+    if worker.total_cores is None or worker.total_memory is None:
+        return None
+    fits = request.cores <= worker.total_cores and request.memory <= worker.total_memory
+    if request.gpus:
+        fits = fits and request.gpus <= (worker.total_gpus or 0)
+    return fits
+
+
+def _describe(request: ExecutorRequest) -> str:
+    gpus = f", {request.gpus:g} GPU(s)" if request.gpus else ""
+    return f"{request.cores} core(s), {format_bytes(request.memory)}{gpus}"
+
+
+def _describe_free(workers: Sequence[WorkerCapacity]) -> str:
+    cores = sum(w.free_cores for w in workers)
+    memory = sum(w.free_memory for w in workers)
+    return f"{cores} core(s), {format_bytes(memory)} on {len(workers)} worker(s)"
+
+
+@dataclass(frozen=True)
+class ResourceBounds:
+    """Minimum and maximum total resources for a pipeline's cluster (0 / None: no bound)."""
+
+    min_slots: int = 0
+    max_slots: int | None = None
+    min_cpu: float = 0
+    max_cpu: float | None = None
+    min_memory: int = 0
+    max_memory: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerShape:
+    slots: int
+    cpu: float
+    memory: int
+
+
+def check_resource_stability(bounds: ResourceBounds, worker: WorkerShape) -> tuple[int, int | None]:
+    """Reject minimum and maximum settings that cannot both hold for whole workers.
+
+    Resources come in whole workers, so a minimum is met by ``ceil(min / per-worker)`` workers; if
+    that many workers exceed a maximum, the cluster would oscillate (the stability check of the
+    minimum-resources document). Returns ``(min_workers, max_workers)``; the check is off while
+    every minimum is 0.
+    """
+    if worker.slots < 1 or worker.cpu <= 0 or worker.memory <= 0:
+        raise ValueError(f"worker shape must have slots >= 1, cpu > 0 and memory > 0, got {worker}")
+    pairs: list[tuple[str, float, float | None, float]] = [
+        ("slots", bounds.min_slots, bounds.max_slots, worker.slots),
+        ("cpu", bounds.min_cpu, bounds.max_cpu, worker.cpu),
+        ("memory", bounds.min_memory, bounds.max_memory, worker.memory),
+    ]
+    for name, low, high, _ in pairs:
+        if low < 0 or (high is not None and high < 0):
+            raise ValueError(f"min/max {name} must be >= 0, got min {low}, max {high}")
+        if high is not None and low > high:
+            raise ValueError(f"min {name} ({_show(name, low)}) is above max {name} ({_show(name, high)})")
+    needs = {name: math.ceil(low / per) for name, low, _, per in pairs}
+    allows = {name: math.floor(high / per) for name, _, high, per in pairs if high is not None}
+    min_workers = max(needs.values())
+    max_workers = min(allows.values()) if allows else None
+    if min_workers and max_workers is not None and min_workers > max_workers:
+        need = next(p for p in pairs if needs[p[0]] == min_workers)
+        cap = next(p for p in pairs if allows.get(p[0]) == max_workers)
+        raise ValueError(
+            f"unstable minimum/maximum resources: min {need[0]} {_show(need[0], need[1])} needs "
+            f"{min_workers} worker(s) of {worker.slots} slot(s), {worker.cpu:g} cpu, {format_bytes(worker.memory)}, "
+            f"which is {_show(cap[0], min_workers * cap[3])} {cap[0]}, above max {cap[0]} "
+            f"{_show(cap[0], cap[2] or 0)}; lower the minimum or raise the maximum"
+        )
+    return min_workers, max_workers
+
+
+def _show(name: str, value: float) -> str:
+    return format_bytes(value) if name == "memory" else f"{value:g}"

@@ -1,0 +1,55 @@
+"""Forward groups (FLIP-187): stages joined by forward edges share one parallelism."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from airflow_provider_finegrained.planning._union_find import UnionFind
+from airflow_provider_finegrained.planning.enums import Distribution, coerce_enum
+
+UNDECIDED = -1
+"""Marks a stage whose parallelism is not decided yet."""
+
+
+def compute_forward_groups(
+    vertices: Iterable[str], edges: Iterable[tuple[str, str, Distribution | str]]
+) -> list[frozenset[str]]:
+    """Partition ``vertices`` into forward groups; a stage with no forward edge is a group of one."""
+    order = list(dict.fromkeys(vertices))
+    known = set(order)
+    uf: UnionFind[str] = UnionFind(order)
+    for producer, consumer, distribution in edges:
+        for end in (producer, consumer):
+            if end not in known:
+                raise ValueError(f"edge {producer!r} -> {consumer!r} names unknown stage {end!r}")
+        if coerce_enum(Distribution, distribution, what="distribution") is Distribution.FORWARD:
+            uf.union(producer, consumer)
+    return [frozenset(members) for members in uf.groups().values()]
+
+
+def propagate_forward_parallelism(groups: Iterable[Iterable[str]], parallelism: Mapping[str, int]) -> dict[str, int]:
+    """Give every undecided stage (absent or -1) its forward group's decided parallelism.
+
+    A group with no decided stage stays at -1. Two different decided values in one group are an
+    error naming both stages and both values. Stages outside every group are returned unchanged.
+    """
+    result = dict(parallelism)
+    for group in groups:
+        members = sorted(group)
+        decided_by: str | None = None
+        for stage in members:
+            value = parallelism.get(stage, UNDECIDED)
+            if value == UNDECIDED:
+                continue
+            if decided_by is None:
+                decided_by = stage
+            elif value != parallelism[decided_by]:
+                raise ValueError(
+                    f"forward group {members}: stage {decided_by!r} has parallelism "
+                    f"{parallelism[decided_by]} but stage {stage!r} has parallelism {value}; "
+                    "stages joined by forward edges must share one parallelism"
+                )
+        group_value = parallelism[decided_by] if decided_by is not None else UNDECIDED
+        for stage in members:
+            result[stage] = group_value
+    return result

@@ -1,0 +1,286 @@
+"""Turn a region's decisions into the Spark settings of one application and its stages.
+
+A region is one Spark application (its slot sharing group). Its executors take one shape; each
+stage keeps its own parallelism (``spark.sql.shuffle.partitions`` and the input split size change
+per stage inside a session). Tasks fill the slots in even waves (FLIP-370), and a stage's share of
+execution memory puts a floor under its parallelism so that one task's data fits that share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from airflow_provider_finegrained.planning.resources import ResourceSpec, check_specs_not_mixed
+from airflow_provider_finegrained.planning.units import parse_bytes
+
+MiB = 2**20
+RESERVED_MEMORY = 300 * MiB
+"""Spark's reserved system memory per JVM, outside ``spark.memory.fraction``."""
+SPARK_DEFAULT_MEMORY_FRACTION = 0.6
+MIN_SPLIT_BYTES = 1 * MiB
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """What one application may use, and the executor shape for stages without a ResourceSpec.
+
+    ``local`` means Spark local mode: one JVM (the driver) whose threads are the executors, so the
+    executor memory becomes ``spark.driver.memory`` and the cores are ``total_cores``.
+    """
+
+    total_cores: int
+    total_memory: int
+    executor_cores: int = 2
+    executor_memory: int = 2 * 2**30
+    gpus_per_executor: float = 0
+    memory_overhead_factor: float = 0.10
+    min_memory_overhead: int = 384 * MiB
+    memory_expansion: float = 3.0
+    """How much larger data is in memory than its bytes on disk (parquet is compressed)."""
+    local: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("total_memory", "executor_memory", "min_memory_overhead"):
+            object.__setattr__(self, name, parse_bytes(getattr(self, name), what=f"cluster {name}"))
+        for name in ("total_cores", "executor_cores"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"cluster {name} must be an integer >= 1, got {value!r}")
+        if self.executor_memory <= RESERVED_MEMORY:
+            raise ValueError(
+                f"cluster executor_memory must exceed Spark's reserved {RESERVED_MEMORY // MiB} MiB, "
+                f"got {self.executor_memory // MiB} MiB"
+            )
+        if self.memory_overhead_factor < 0 or self.memory_expansion <= 0 or self.gpus_per_executor < 0:
+            raise ValueError("cluster memory_overhead_factor and gpus_per_executor must be >= 0, memory_expansion > 0")
+
+
+@dataclass(frozen=True)
+class StageDemand:
+    """One stage's decided parallelism and what it reads, as input to sizing."""
+
+    stage: str
+    parallelism: int
+    consumed_bytes: int = 0
+    min_parallelism: int = 1
+    max_parallelism: int = 2**31 - 1
+    memory_fraction: float = 1.0
+    """The stage's share of a slot's execution memory (from ``managed_memory_fractions``)."""
+    resources: ResourceSpec | None = None
+    fixed: bool = False
+    """A parallelism the user fixed: sizing leaves it as it is."""
+
+
+@dataclass(frozen=True)
+class StageSizing:
+    stage: str
+    parallelism: int
+    requested_parallelism: int
+    waves: int
+    max_partition_bytes: int
+    per_task_memory: int
+    memory_floor: int
+    tasks_per_executor: tuple[int, int]
+    """(fewest, most) tasks an executor runs for this stage with an even spread."""
+    notes: tuple[str, ...] = ()
+
+    def session_conf(self) -> dict[str, str]:
+        """Settings that change per stage inside one running session."""
+        return {
+            "spark.sql.shuffle.partitions": str(self.parallelism),
+            "spark.sql.files.maxPartitionBytes": str(self.max_partition_bytes),
+        }
+
+
+@dataclass(frozen=True)
+class RegionSizing:
+    executor_instances: int
+    executor_cores: int
+    task_cpus: int
+    executor_memory: int
+    memory_overhead: int
+    memory_fraction: float
+    off_heap_memory: int
+    executor_gpus: float
+    task_gpus: float
+    local: bool
+    stages: dict[str, StageSizing] = field(default_factory=dict)
+
+    @property
+    def slots(self) -> int:
+        return self.executor_instances * (self.executor_cores // self.task_cpus)
+
+    def application_conf(self) -> dict[str, str]:
+        """Settings fixed when the application starts (executor shape and memory model)."""
+        conf = {"spark.memory.fraction": f"{self.memory_fraction:.2f}"}
+        if self.local:
+            conf["spark.driver.memory"] = f"{self.executor_memory // MiB}m"
+        else:
+            conf.update(
+                {
+                    "spark.executor.instances": str(self.executor_instances),
+                    "spark.executor.cores": str(self.executor_cores),
+                    "spark.executor.memory": f"{self.executor_memory // MiB}m",
+                    "spark.executor.memoryOverhead": f"{self.memory_overhead // MiB}m",
+                    # Standalone ignores executor.instances; cores.max caps the application instead.
+                    "spark.cores.max": str(self.executor_instances * self.executor_cores),
+                    "spark.task.cpus": str(self.task_cpus),
+                }
+            )
+        if self.off_heap_memory:
+            conf["spark.memory.offHeap.enabled"] = "true"
+            conf["spark.memory.offHeap.size"] = f"{math.ceil(self.off_heap_memory / MiB)}m"
+        if self.executor_gpus:
+            conf["spark.executor.resource.gpu.amount"] = _number(self.executor_gpus)
+            conf["spark.task.resource.gpu.amount"] = _number(self.task_gpus)
+        return conf
+
+
+def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> RegionSizing:
+    """Size one region's Spark application and adjust each stage's parallelism to even waves."""
+    if not stages:
+        raise ValueError("a region needs at least one stage to size")
+    check_specs_not_mixed({s.stage: s.resources for s in stages})
+    shape = _executor_shape(stages, profile)
+    task_cpus, slots_per_executor = shape.task_cpus, shape.executor_cores // shape.task_cpus
+    per_task_memory = (shape.executor_memory - RESERVED_MEMORY) * shape.memory_fraction / slots_per_executor
+
+    sized: dict[str, tuple[int, int, tuple[str, ...]]] = {}
+    for stage in stages:
+        floor = _memory_floor(stage, per_task_memory, profile.memory_expansion)
+        parallelism, notes = stage.parallelism, tuple[str, ...]()
+        if not stage.fixed and floor > parallelism:
+            parallelism = min(floor, stage.max_parallelism)
+            notes = (
+                f"memory floor: raised from {stage.parallelism} to {parallelism} so one task's data "
+                "fits its memory share",
+            )
+            if floor > stage.max_parallelism:
+                notes = (*notes, f"memory floor {floor} is above max_parallelism; tasks may spill to disk")
+        sized[stage.stage] = (parallelism, floor, notes)
+
+    overhead = max(profile.min_memory_overhead, int(profile.memory_overhead_factor * shape.executor_memory))
+    if shape.local:
+        executors, max_slots = 1, profile.total_cores // task_cpus
+    else:
+        by_cores = profile.total_cores // shape.executor_cores
+        by_memory = profile.total_memory // (shape.executor_memory + overhead + shape.off_heap)
+        if shape.executor_gpus and profile.gpus_per_executor:
+            by_cores = min(by_cores, int(profile.gpus_per_executor // shape.executor_gpus) or by_cores)
+        fitting = max(1, min(by_cores, by_memory))
+        widest = max(p for p, _, _ in sized.values())
+        executors = max(1, min(fitting, math.ceil(widest / slots_per_executor)))
+        max_slots = executors * slots_per_executor
+    slots = max(1, max_slots)
+
+    result: dict[str, StageSizing] = {}
+    for stage in stages:
+        parallelism, floor, notes = sized[stage.stage]
+        if not stage.fixed:
+            low = max(stage.min_parallelism, floor)
+            balanced = even_waves(parallelism, slots, low, stage.max_parallelism)
+            if balanced != parallelism:
+                notes = (*notes, f"{parallelism} -> {balanced} for even waves over {slots} slots")
+                parallelism = balanced
+        used_executors = executors if not shape.local else 1
+        result[stage.stage] = StageSizing(
+            stage=stage.stage,
+            parallelism=parallelism,
+            requested_parallelism=stage.parallelism,
+            waves=math.ceil(parallelism / slots),
+            max_partition_bytes=max(MIN_SPLIT_BYTES, math.ceil(stage.consumed_bytes / parallelism)),
+            per_task_memory=int(per_task_memory * stage.memory_fraction),
+            memory_floor=floor,
+            tasks_per_executor=(parallelism // used_executors, -(-parallelism // used_executors)),
+            notes=notes,
+        )
+    return RegionSizing(
+        executor_instances=executors,
+        executor_cores=shape.executor_cores,
+        task_cpus=task_cpus,
+        executor_memory=shape.executor_memory,
+        memory_overhead=overhead,
+        memory_fraction=shape.memory_fraction,
+        off_heap_memory=shape.off_heap,
+        executor_gpus=shape.executor_gpus,
+        task_gpus=shape.task_gpus,
+        local=shape.local,
+        stages=result,
+    )
+
+
+def even_waves(parallelism: int, slots: int, low: int = 1, high: int = 2**31 - 1) -> int:
+    """Move ``parallelism`` to the nearer multiple of ``slots`` (a tie goes up) within [low, high].
+
+    A parallelism at or below the slot count runs in one wave and stays. Above it, a last wave that
+    is partly empty leaves slots idle while stragglers finish, so the count moves to a whole number
+    of waves, unless the bounds allow neither multiple.
+    """
+    if parallelism <= slots or parallelism % slots == 0:
+        return parallelism
+    down = parallelism - parallelism % slots
+    up = down + slots
+    prefer = [up, down] if up - parallelism <= parallelism - down else [down, up]
+    for candidate in prefer:
+        if low <= candidate <= high:
+            return candidate
+    return parallelism
+
+
+@dataclass(frozen=True)
+class _Shape:
+    task_cpus: int
+    executor_cores: int
+    executor_memory: int
+    memory_fraction: float
+    off_heap: int
+    executor_gpus: float
+    task_gpus: float
+    local: bool
+
+
+def _executor_shape(stages: Sequence[StageDemand], profile: ClusterProfile) -> _Shape:
+    specs = [s.resources for s in stages if s.resources is not None]
+    if not specs:
+        cores = profile.total_cores if profile.local else min(profile.executor_cores, profile.total_cores)
+        return _Shape(1, cores, profile.executor_memory, SPARK_DEFAULT_MEMORY_FRACTION, 0, 0, 0, profile.local)
+    # FLIP-53: a slot of a region serves one parallel instance of every stage, so it asks for the
+    # sum of the stages' specs. Spark's unified memory plays the part of Flink's managed memory.
+    slot = specs[0]
+    for spec in specs[1:]:
+        slot = slot + spec
+    task_cpus = max(1, math.ceil(slot.cpu_cores))
+    if task_cpus > profile.total_cores:
+        raise ValueError(
+            f"stages {[s.stage for s in stages]} together need {task_cpus} cores per slot, "
+            f"but the cluster offers {profile.total_cores}"
+        )
+    per_executor = profile.total_cores if profile.local else max(profile.executor_cores, task_cpus)
+    slots_per_executor = max(1, per_executor // task_cpus)
+    on_heap = slot.heap_memory + slot.managed_memory
+    fraction = SPARK_DEFAULT_MEMORY_FRACTION
+    if slot.managed_memory:
+        fraction = min(0.9, max(0.1, slot.managed_memory / on_heap))
+    return _Shape(
+        task_cpus=task_cpus,
+        executor_cores=slots_per_executor * task_cpus,
+        executor_memory=slots_per_executor * on_heap + RESERVED_MEMORY,
+        memory_fraction=fraction,
+        off_heap=slots_per_executor * slot.off_heap_memory,
+        executor_gpus=slots_per_executor * slot.gpus,
+        task_gpus=slot.gpus,
+        local=profile.local,
+    )
+
+
+def _memory_floor(stage: StageDemand, per_task_memory: float, expansion: float) -> int:
+    share = per_task_memory * stage.memory_fraction
+    if stage.consumed_bytes <= 0 or share <= 0:
+        return 1
+    return max(1, math.ceil(stage.consumed_bytes * expansion / share))
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
