@@ -1,0 +1,1 @@
+"""Reading Airflow DAGs into the planning graph."""

@@ -1,0 +1,67 @@
+"""Turn an Airflow DAG's stage tasks into the planning graph and plan it.
+
+The seam: a task is a stage when it carries a :class:`~airflow_provider_finegrained.planning.StageSpec`
+in its ``stage_spec`` attribute (``SparkStageOperator`` and the ``@task.spark_stage`` decorator set
+it). Inputs name upstream stages by task id. Everything here runs at parse time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from airflow_provider_finegrained.planning import DagPlan, StageGraphError, StageSpec, plan_stages
+
+STAGE_ATTRIBUTE = "stage_spec"
+
+
+@runtime_checkable
+class StageTask(Protocol):
+    """What the reader needs of a stage task."""
+
+    task_id: str
+    stage_spec: StageSpec
+
+
+def is_stage(task: Any) -> bool:
+    return isinstance(getattr(task, STAGE_ATTRIBUTE, None), StageSpec)
+
+
+def has_stages(dag: Any) -> bool:
+    return any(is_stage(task) for task in dag.tasks)
+
+
+def stage_specs(dag: Any) -> list[StageSpec]:
+    """The DAG's stage declarations, checked against its tasks and dependencies."""
+    tasks = {task.task_id: task for task in dag.tasks}
+    specs: list[StageSpec] = []
+    for task in dag.tasks:
+        if not is_stage(task):
+            continue
+        spec: StageSpec = getattr(task, STAGE_ATTRIBUTE)
+        if spec.name != task.task_id:
+            raise StageGraphError(f"task {task.task_id!r} declares a stage named {spec.name!r}; they must match")
+        for stage_input in spec.inputs:
+            upstream = tasks.get(stage_input.upstream)
+            if upstream is None:
+                raise StageGraphError(
+                    f"stage {spec.name!r} reads input {stage_input.input_name!r} from "
+                    f"{stage_input.upstream!r}, which is not a task of DAG {dag.dag_id!r}"
+                )
+            if not is_stage(upstream):
+                raise StageGraphError(
+                    f"stage {spec.name!r} reads input {stage_input.input_name!r} from "
+                    f"{stage_input.upstream!r}, a {type(upstream).__name__} task that is not a stage; "
+                    "only stages publish outputs a stage can read"
+                )
+            if stage_input.upstream not in task.get_flat_relative_ids(upstream=True):
+                raise StageGraphError(
+                    f"stage {spec.name!r} reads from {stage_input.upstream!r} but does not run after it; "
+                    f"add {stage_input.upstream} >> {spec.name}"
+                )
+        specs.append(spec)
+    return specs
+
+
+def read_dag(dag: Any, *, all_sources_in_one_region: bool = False) -> DagPlan:
+    """Validate the DAG's stages and return their parse-time plan."""
+    return plan_stages(stage_specs(dag), dag_id=dag.dag_id, all_sources_in_one_region=all_sources_in_one_region)
