@@ -1,0 +1,138 @@
+"""Reading real Airflow DAGs of stage tasks, and the parse-time policy that rejects broken ones."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pendulum
+import pytest
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+
+from airflow_provider_finegrained.dags.declaration import Input
+from airflow_provider_finegrained.dags.reader import read_dag, stage_specs
+from airflow_provider_finegrained.operators.declared_stage import DeclaredStageOperator as Stage
+from airflow_provider_finegrained.planning import StageGraphError
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def test_declared_stages_become_the_planning_graph_and_are_wired() -> None:
+    with DAG("reader_ok", schedule=None, start_date=START) as dag:
+        a = Stage(task_id="a")
+        b = Stage(task_id="b", inputs={"x": Input(a, mode="pipelined", distribution="forward")})
+        Stage(task_id="c", inputs={"y": b, "z": Input("a", distribution="broadcast")})
+        EmptyOperator(task_id="not_a_stage")
+    # The operator wires each upstream stage given as an operator before its consumer.
+    assert dag.get_task("b").upstream_task_ids == {"a"}
+    plan = read_dag(dag)
+    assert plan.dag_id == "reader_ok"
+    assert plan.regions == {"region-1": ("a", "b"), "region-2": ("c",)}
+    assert set(plan.stages) == {"a", "b", "c"}
+
+
+def test_xcomarg_upstream_is_accepted() -> None:
+    with DAG("reader_xcomarg", schedule=None, start_date=START) as dag:
+        a = Stage(task_id="a")
+        Stage(task_id="b", inputs={"x": a.output})
+    assert [i.upstream for i in stage_specs(dag)[1].inputs] == ["a"]
+
+
+def test_exchange_from_a_task_that_is_not_a_stage() -> None:
+    with DAG("reader_not_stage", schedule=None, start_date=START) as dag:
+        plain = EmptyOperator(task_id="plain")
+        Stage(task_id="b", inputs={"x": plain})
+    with pytest.raises(StageGraphError, match="stage 'b' reads input 'x' from 'plain', a EmptyOperator task"):
+        read_dag(dag)
+
+
+def test_upstream_named_by_id_must_run_before() -> None:
+    with DAG("reader_order", schedule=None, start_date=START) as dag:
+        Stage(task_id="b", inputs={"x": "a"})
+        Stage(task_id="a")
+    with pytest.raises(StageGraphError, match="stage 'b' reads from 'a' but does not run after it"):
+        read_dag(dag)
+
+
+def test_missing_upstream_task() -> None:
+    with DAG("reader_missing", schedule=None, start_date=START) as dag:
+        Stage(task_id="b", inputs={"x": "ghost"})
+    with pytest.raises(StageGraphError, match="'ghost', which is not a task of DAG 'reader_missing'"):
+        read_dag(dag)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"inputs": {"x": Input("a", mode="streaming")}}, "stage 'b': input 'x': unknown exchange mode 'streaming'"),
+        ({"inputs": {"x": 42}}, "stage 'b': input 'x' must name an upstream stage"),
+        ({"resources": {"cpu_cores": -1, "heap_memory": "1g"}}, "stage 'b': ResourceSpec cpu_cores"),
+        ({"resources": {"cpu_cores": 1}}, "stage 'b': ResourceSpec needs cpu_cores and heap_memory"),
+    ],
+)
+def test_bad_declarations_fail_when_the_task_is_created(kwargs: dict[str, object], message: str) -> None:
+    with DAG("reader_bad", schedule=None, start_date=START), pytest.raises((StageGraphError, TypeError), match=message):
+        Stage(task_id="b", **kwargs)  # type: ignore[arg-type]
+
+
+BROKEN_DAGS = {
+    "mixed": (
+        """
+        a = Stage(task_id="a", resources={"cpu_cores": 1, "heap_memory": "1g"})
+        Stage(task_id="b", inputs={"x": a})
+        """,
+        "stage 'a' declares a ResourceSpec but stage 'b' does not",
+    ),
+    "forward_conflict": (
+        """
+        a = Stage(task_id="a", parallelism=2)
+        Stage(task_id="b", inputs={"x": Input(a, distribution="forward")}, parallelism=3)
+        """,
+        "stage 'a' has parallelism 2 but stage 'b' has parallelism 3",
+    ),
+    "not_a_stage": (
+        """
+        Stage(task_id="b", inputs={"x": EmptyOperator(task_id="plain")})
+        """,
+        "stage 'b' reads input 'x' from 'plain'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_DAGS))
+def test_policy_turns_broken_stage_dags_into_import_errors(name: str, tmp_path: Path) -> None:
+    body, message = BROKEN_DAGS[name]
+    source = (
+        "import pendulum\n"
+        "from airflow.sdk import DAG\n"
+        "from airflow.providers.standard.operators.empty import EmptyOperator\n"
+        "from airflow_provider_finegrained.dags.declaration import Input\n"
+        "from airflow_provider_finegrained.operators.declared_stage import DeclaredStageOperator as Stage\n"
+        f"with DAG('broken_{name}', schedule=None, start_date=pendulum.datetime(2026, 1, 1)):\n"
+        + textwrap.indent(textwrap.dedent(body), "    ")
+    )
+    path = tmp_path / f"broken_{name}.py"
+    path.write_text(source)
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(path), safe_mode=False)
+    assert not bag.dags
+    (error,) = bag.import_errors.values()
+    assert f"DAG 'broken_{name}'" in error
+    assert message in error
+
+
+def test_policy_leaves_dags_without_stages_alone(tmp_path: Path) -> None:
+    path = tmp_path / "plain.py"
+    path.write_text(
+        "import pendulum\nfrom airflow.sdk import DAG\n"
+        "from airflow.providers.standard.operators.empty import EmptyOperator\n"
+        "with DAG('plain', schedule=None, start_date=pendulum.datetime(2026, 1, 1)):\n"
+        "    EmptyOperator(task_id='a')\n"
+    )
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(path), safe_mode=False)
+    assert set(bag.dags) == {"plain"}
+    assert not bag.import_errors

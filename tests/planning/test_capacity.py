@@ -1,0 +1,113 @@
+"""Declarative capacity decisions (FLIP-138) and the min/max stability check, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_finegrained.planning import (
+    CapacityOutcome,
+    ExecutorRequest,
+    ResourceBounds,
+    WorkerCapacity,
+    WorkerShape,
+    check_resource_stability,
+    decide_capacity,
+)
+
+GiB = 2**30
+# 4 executors x 2 slots = 8 slots for 16 tasks: two waves. Minimum parallelism 4.
+REQUEST = ExecutorRequest(executors=4, cores=2, memory=2 * GiB, parallelism=16, min_parallelism=4, slots_per_executor=2)
+
+
+@pytest.mark.parametrize(
+    ("workers", "outcome", "executors", "parallelism"),
+    [
+        pytest.param([WorkerCapacity(8, 16 * GiB)], "as_requested", 4, 16, id="enough"),
+        pytest.param([WorkerCapacity(16, 64 * GiB)], "as_requested", 4, 16, id="more-than-enough"),
+        # 2 executors fit = 4 slots >= min 4; keep 2 waves: min(16, 4 * 2) = 8.
+        pytest.param([WorkerCapacity(4, 16 * GiB)], "reduced", 2, 8, id="half-the-cores"),
+        pytest.param([WorkerCapacity(8, 5 * GiB)], "reduced", 2, 8, id="memory-limits-to-two"),
+        pytest.param([WorkerCapacity(3, 8 * GiB), WorkerCapacity(3, 8 * GiB)], "reduced", 2, 8, id="per-worker-fit"),
+        # 1 executor = 2 slots < min parallelism 4.
+        pytest.param([WorkerCapacity(2, 16 * GiB)], "wait", 0, 0, id="below-minimum-waits"),
+        pytest.param([WorkerCapacity(1, 1 * GiB)], "wait", 0, 0, id="nothing-fits"),
+        pytest.param([], "wait", 0, 0, id="no-workers"),
+    ],
+)
+def test_decide_capacity(workers: list[WorkerCapacity], outcome: str, executors: int, parallelism: int) -> None:
+    decision = decide_capacity(REQUEST, workers)
+    assert (decision.outcome, decision.executors, decision.parallelism) == (outcome, executors, parallelism)
+    assert decision.can_run == (outcome in ("as_requested", "reduced"))
+
+
+def test_wait_message_gives_what_was_asked_and_what_is_free() -> None:
+    message = decide_capacity(REQUEST, [WorkerCapacity(2, 3 * GiB)]).message
+    assert "4 executor(s) of 2 core(s), 2.0 GiB" in message
+    assert "min parallelism 4" in message
+    assert "free: 2 core(s), 3.0 GiB" in message
+
+
+def test_reduced_parallelism_never_below_minimum() -> None:
+    request = ExecutorRequest(executors=4, cores=1, memory=GiB, parallelism=4, min_parallelism=3)
+    decision = decide_capacity(request, [WorkerCapacity(3, 8 * GiB)])
+    assert (decision.outcome, decision.executors, decision.parallelism) == (CapacityOutcome.REDUCED, 3, 3)
+
+
+def test_executor_larger_than_any_worker_is_impossible_not_a_wait() -> None:
+    workers = [WorkerCapacity(0, 0, total_cores=4, total_memory=1 * GiB)] * 2
+    decision = decide_capacity(REQUEST, workers)
+    assert decision.outcome is CapacityOutcome.IMPOSSIBLE
+    assert "no worker can ever hold one executor of 2 core(s), 2.0 GiB" in decision.message
+    assert "4 cores, 1.0 GiB" in decision.message
+
+
+def test_busy_worker_that_could_hold_it_later_means_wait() -> None:
+    workers = [WorkerCapacity(0, 0, total_cores=8, total_memory=16 * GiB)]
+    assert decide_capacity(REQUEST, workers).outcome is CapacityOutcome.WAIT
+
+
+def test_gpus_limit_the_fit() -> None:
+    request = ExecutorRequest(executors=4, cores=1, memory=GiB, parallelism=4, min_parallelism=1, gpus=1)
+    decision = decide_capacity(request, [WorkerCapacity(8, 8 * GiB, free_gpus=2)])
+    assert (decision.outcome, decision.executors) == (CapacityOutcome.REDUCED, 2)
+
+
+WORKER = WorkerShape(slots=5, cpu=5, memory=10 * GiB)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "expected"),
+    [
+        pytest.param(ResourceBounds(min_slots=10, max_slots=14), (2, 2), id="10-slots-is-two-workers"),
+        pytest.param(ResourceBounds(max_slots=14), (0, 2), id="no-minimum-no-check"),
+        pytest.param(ResourceBounds(), (0, None), id="no-bounds"),
+        pytest.param(ResourceBounds(min_cpu=6, max_slots=10), (2, 2), id="cpu-minimum"),
+        pytest.param(ResourceBounds(min_memory=25 * GiB, max_memory=30 * GiB), (3, 3), id="memory"),
+    ],
+)
+def test_stable_bounds(bounds: ResourceBounds, expected: tuple[int, int | None]) -> None:
+    assert check_resource_stability(bounds, WORKER) == expected
+
+
+@pytest.mark.parametrize(
+    ("bounds", "message"),
+    [
+        # The document's example: 5 slots per worker, min 11 -> 3 workers = 15 slots > max 14.
+        pytest.param(
+            ResourceBounds(min_slots=11, max_slots=14),
+            r"min slots 11 needs 3 worker\(s\).*15 slots, above max slots 14",
+            id="flink-example",
+        ),
+        pytest.param(
+            ResourceBounds(min_memory=12 * GiB, max_memory=16 * GiB),
+            r"min memory 12.0 GiB needs 2 worker\(s\).*20.0 GiB memory, above max memory 16.0 GiB",
+            id="memory",
+        ),
+        pytest.param(ResourceBounds(min_cpu=6, max_slots=5), r"min cpu 6 needs 2 worker", id="cpu-against-slots"),
+        pytest.param(ResourceBounds(min_slots=8, max_slots=4), "min slots \\(8\\) is above max slots \\(4\\)", id="min-above-max"),
+        pytest.param(ResourceBounds(min_slots=-1), "must be >= 0", id="negative"),
+    ],
+)
+def test_unstable_bounds_are_rejected_with_numbers(bounds: ResourceBounds, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_resource_stability(bounds, WORKER)

@@ -1,0 +1,160 @@
+"""Sizing: even waves (FLIP-370), memory floor, executor shape from ResourceSpecs, Spark conf.
+
+Expected values are worked out by hand; MiB = 2**20.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_finegrained.planning import ClusterProfile, ResourceSpec, StageDemand, even_waves, size_region
+
+MiB = 2**20
+GiB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "slots", "low", "high", "expected"),
+    [
+        pytest.param(3, 4, 1, 100, 3, id="one-wave-stays"),
+        pytest.param(8, 4, 1, 100, 8, id="whole-waves-stay"),
+        pytest.param(9, 8, 1, 100, 8, id="just-above-a-multiple-goes-down"),
+        pytest.param(12, 8, 1, 100, 16, id="tie-goes-up"),
+        pytest.param(13, 8, 1, 100, 16, id="nearer-multiple-up"),
+        pytest.param(9, 8, 9, 100, 16, id="min-forbids-down"),
+        pytest.param(13, 8, 1, 14, 8, id="max-forbids-up"),
+        pytest.param(13, 8, 9, 14, 13, id="bounds-force-partial-wave"),
+        pytest.param(5, 2, 1, 100, 6, id="two-slots-odd-tie-up"),
+        pytest.param(200, 2, 1, 200, 200, id="spark-default-200-on-2-slots"),
+        pytest.param(1, 1, 1, 1, 1, id="single"),
+    ],
+)
+def test_even_waves(parallelism: int, slots: int, low: int, high: int, expected: int) -> None:
+    assert even_waves(parallelism, slots, low, high) == expected
+
+
+LOCAL = ClusterProfile(total_cores=2, total_memory=8 * GiB, executor_memory=4 * GiB, local=True)
+CLUSTER = ClusterProfile(total_cores=16, total_memory=64 * GiB, executor_cores=4, executor_memory=4 * GiB)
+
+
+def test_local_region_uses_driver_memory_and_even_waves() -> None:
+    sizing = size_region([StageDemand("agg", parallelism=3)], LOCAL)
+    stage = sizing.stages["agg"]
+    # 3 tasks on 2 slots: 1 and 3 are equally near, the tie goes up to 4 (two full waves).
+    assert (stage.parallelism, stage.requested_parallelism, stage.waves) == (4, 3, 2)
+    assert sizing.application_conf() == {"spark.driver.memory": "4096m", "spark.memory.fraction": "0.60"}
+    # (4096 - 300) MiB * 0.6 / 2 slots per executor
+    assert stage.per_task_memory == int((4096 - 300) * MiB * 0.6 / 2)
+    assert stage.session_conf() == {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.files.maxPartitionBytes": str(1 * MiB),  # zero bytes: the 1 MiB floor
+    }
+
+
+def test_memory_floor_raises_parallelism_so_a_task_fits_its_share() -> None:
+    profile = ClusterProfile(total_cores=2, total_memory=8 * GiB, executor_memory=1324 * MiB, local=True)
+    # per task: (1324 - 300) MiB * 0.6 / 2 = 307.2 MiB; with fraction 0.5: 153.6 MiB.
+    # 1000 MiB on disk * expansion 3 = 3000 MiB -> ceil(3000 / 153.6) = ceil(19.53) = 20 tasks.
+    demand = StageDemand("join", parallelism=4, consumed_bytes=1000 * MiB, memory_fraction=0.5)
+    stage = size_region([demand], profile).stages["join"]
+    assert stage.memory_floor == 20
+    assert stage.parallelism == 20
+    assert "memory floor" in stage.notes[0]
+
+
+def test_memory_floor_capped_by_max_and_said_so() -> None:
+    profile = ClusterProfile(total_cores=2, total_memory=8 * GiB, executor_memory=1324 * MiB, local=True)
+    demand = StageDemand("join", parallelism=4, consumed_bytes=1000 * MiB, memory_fraction=0.5, max_parallelism=10)
+    stage = size_region([demand], profile).stages["join"]
+    assert stage.parallelism == 10
+    assert any("above max_parallelism" in note for note in stage.notes)
+
+
+def test_fixed_parallelism_is_left_alone() -> None:
+    demand = StageDemand("fixed", parallelism=3, consumed_bytes=10 * GiB, fixed=True)
+    assert size_region([demand], LOCAL).stages["fixed"].parallelism == 3
+
+
+def test_cluster_region_executor_count_follows_the_widest_stage() -> None:
+    sizing = size_region([StageDemand("scan", parallelism=10, consumed_bytes=640 * MiB)], CLUSTER)
+    # ceil(10 / 4 cores) = 3 executors, 12 slots: one wave, 3 or 4 tasks per executor.
+    assert sizing.executor_instances == 3
+    stage = sizing.stages["scan"]
+    assert (stage.parallelism, stage.waves, stage.tasks_per_executor) == (10, 1, (3, 4))
+    assert stage.max_partition_bytes == 64 * MiB  # 640 MiB / 10 tasks
+    assert sizing.application_conf() == {
+        "spark.memory.fraction": "0.60",
+        "spark.executor.instances": "3",
+        "spark.executor.cores": "4",
+        "spark.executor.memory": "4096m",
+        "spark.executor.memoryOverhead": "409m",  # max(384 MiB, 10% of 4096 MiB = 409.6 MiB)
+        "spark.cores.max": "12",
+        "spark.task.cpus": "1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "max_parallelism", "expected"),
+    [
+        pytest.param(40, 1000, 48, id="40-on-16-slots-tie-up-to-48"),
+        pytest.param(40, 40, 32, id="max-40-goes-down-to-32"),
+        pytest.param(33, 1000, 32, id="33-down-to-32"),
+    ],
+)
+def test_cluster_capacity_caps_executors_and_waves_even_out(parallelism: int, max_parallelism: int, expected: int) -> None:
+    # 16 cores / 4 per executor = 4 executors at most; 64 GiB / 4.4 GiB = 14 by memory.
+    demand = StageDemand("agg", parallelism=parallelism, max_parallelism=max_parallelism)
+    sizing = size_region([demand], CLUSTER)
+    assert sizing.executor_instances == 4
+    assert sizing.stages["agg"].parallelism == expected
+
+
+def test_resource_specs_shape_the_executor_as_flip53_slots() -> None:
+    a = ResourceSpec(cpu_cores=1, heap_memory="1g", managed_memory="1g")
+    b = ResourceSpec(cpu_cores=0.5, heap_memory="512m", managed_memory="512m", gpus=1)
+    sizing = size_region(
+        [StageDemand("a", parallelism=4, resources=a), StageDemand("b", parallelism=4, resources=b)], CLUSTER
+    )
+    # Slot = a + b = 1.5 cpu -> 2 task cpus; heap 1.5g + managed 1.5g = 3 GiB on heap; 4 cores -> 2 slots.
+    assert (sizing.task_cpus, sizing.executor_cores) == (2, 4)
+    assert sizing.executor_memory == 2 * 3 * GiB + 300 * MiB
+    assert sizing.memory_fraction == 0.5  # managed 1.5g / on-heap 3g
+    conf = sizing.application_conf()
+    assert conf["spark.task.cpus"] == "2"
+    assert conf["spark.executor.resource.gpu.amount"] == "2"
+    assert conf["spark.task.resource.gpu.amount"] == "1"
+    assert conf["spark.memory.fraction"] == "0.50"
+    assert sizing.executor_instances == 2  # 4 tasks / 2 slots per executor
+
+
+def test_off_heap_memory_is_enabled_when_declared() -> None:
+    spec = ResourceSpec(cpu_cores=1, heap_memory="1g", off_heap_memory="256m")
+    conf = size_region([StageDemand("a", parallelism=2, resources=spec)], CLUSTER).application_conf()
+    assert conf["spark.memory.offHeap.enabled"] == "true"
+    assert conf["spark.memory.offHeap.size"] == "1024m"  # 4 slots per executor * 256m
+
+
+def test_slot_wider_than_the_cluster_is_an_error_naming_the_stages() -> None:
+    spec = ResourceSpec(cpu_cores=32, heap_memory="1g")
+    with pytest.raises(ValueError, match=r"\['huge'\].*32 cores"):
+        size_region([StageDemand("huge", parallelism=1, resources=spec)], CLUSTER)
+
+
+def test_mixed_specs_in_a_region_are_rejected() -> None:
+    spec = ResourceSpec(cpu_cores=1, heap_memory="1g")
+    with pytest.raises(ValueError, match="'a'.*'b'"):
+        size_region([StageDemand("a", 1, resources=spec), StageDemand("b", 1)], CLUSTER)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"total_cores": 0}, "total_cores", id="zero-cores"),
+        pytest.param({"executor_memory": "200m"}, "reserved 300 MiB", id="executor-below-reserved"),
+        pytest.param({"total_memory": "-1g"}, "negative", id="negative-memory"),
+    ],
+)
+def test_invalid_cluster_profiles(kwargs: dict[str, object], message: str) -> None:
+    base: dict[str, object] = {"total_cores": 2, "total_memory": "8g"}
+    with pytest.raises(ValueError, match=message):
+        ClusterProfile(**{**base, **kwargs})  # type: ignore[arg-type]
