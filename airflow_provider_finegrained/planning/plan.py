@@ -6,10 +6,9 @@ Every error is a :class:`StageGraphError` that names the stages involved.
 
 from __future__ import annotations
 
+import graphlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import networkx as nx
 
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
 from airflow_provider_finegrained.planning.forward_groups import (
@@ -161,12 +160,14 @@ def _check_input(spec: StageSpec, inp: StageInput, by_name: dict[str, StageSpec]
 
 
 def _check_acyclic(names: list[str], exchanges: Sequence[Exchange]) -> None:
-    graph: nx.DiGraph[str] = nx.DiGraph()
-    graph.add_nodes_from(names)
-    graph.add_edges_from((e.producer, e.consumer) for e in exchanges)
-    if not nx.is_directed_acyclic_graph(graph):
-        cycle = [edge[0] for edge in nx.find_cycle(graph)]
-        raise StageGraphError(f"stages {cycle} read from each other in a cycle")
+    predecessors: dict[str, set[str]] = {n: set() for n in names}
+    for e in exchanges:
+        predecessors[e.consumer].add(e.producer)
+    try:
+        graphlib.TopologicalSorter(predecessors).prepare()
+    except graphlib.CycleError as exc:
+        cycle = sorted(set(exc.args[1]))
+        raise StageGraphError(f"stages {cycle} read from each other in a cycle") from exc
 
 
 def _check_bounds(spec: StageSpec) -> None:

@@ -1,0 +1,140 @@
+"""How the planner scales: plan generated DAGs of 1,000 to 100,000 stages.
+
+Each generated DAG has about three inputs per stage drawn from earlier stages, with a mix of
+exchange kinds (blocking all-to-all, pipelined forward, pipelined all-to-all, blocking broadcast),
+so regions merge, forward groups form and cycles through blocking edges occur. For each size it
+times the parse-time plan (``plan_stages``: validation, regions, forward groups, fractions) and the
+run-time decisions (``decide_parallelism`` for every stage from generated partition sizes), and
+measures peak memory in a separate pass (tracemalloc slows the code it watches).
+
+Run: ``.venv/bin/python bench/plan_scaling.py`` (``--sizes 1000,10000`` to choose sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import random
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+from airflow_provider_finegrained.planning import (
+    ConsumedResult,
+    ParallelismConfig,
+    StageInput,
+    StageSpec,
+    decide_parallelism,
+    plan_stages,
+)
+
+RESULTS = Path(__file__).parent / "results"
+KINDS = [("blocking", "all_to_all", 0.6), ("pipelined", "forward", 0.15), ("pipelined", "all_to_all", 0.1),
+         ("blocking", "broadcast", 0.15)]
+
+
+def generate(n: int, seed: int = 7) -> list[StageSpec]:
+    rng = random.Random(seed)
+    modes = [(m, d) for m, d, _ in KINDS]
+    weights = [w for _, _, w in KINDS]
+    specs = []
+    for i in range(n):
+        inputs: tuple[StageInput, ...] = ()
+        if i >= 3:
+            # Mostly recent stages, like a pipeline; sometimes far back, like a shared dimension.
+            ups = {i - rng.randint(1, min(i, 20)) if rng.random() < 0.9 else rng.randrange(i) for _ in range(3)}
+            inputs = tuple(
+                StageInput(f"s{u}", *rng.choices(modes, weights)[0], name=f"in{k}") for k, u in enumerate(sorted(ups))
+            )
+        specs.append(StageSpec(name=f"s{i}", inputs=inputs))
+    return specs
+
+
+def run_time_decisions(specs: list[StageSpec], config: ParallelismConfig) -> int:
+    rng = random.Random(11)
+    total = 0
+    for spec in specs:
+        consumed = [
+            ConsumedResult([rng.randint(0, 64 * 2**20) for _ in range(8)], broadcast=i.distribution == "broadcast")
+            for i in spec.inputs
+        ]
+        total += decide_parallelism(consumed, config)
+    return total
+
+
+def best_of(repeats: int, fn: Callable[[], object]) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    config = ParallelismConfig(max_parallelism=256)
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        specs = generate(n)
+        edges = sum(len(s.inputs) for s in specs)
+        plan_times = best_of(args.repeats, lambda specs=specs: plan_stages(specs))
+        decide_times = best_of(args.repeats, lambda specs=specs: run_time_decisions(specs, config))
+        plan = plan_stages(specs)
+        row = {
+            "stages": n,
+            "edges": edges,
+            "regions": len(plan.regions),
+            "forward_groups": len(plan.forward_groups),
+            "plan_seconds_median": statistics.median(plan_times),
+            "plan_seconds": plan_times,
+            "decide_seconds_median": statistics.median(decide_times),
+            "plan_peak_bytes": peak_memory(lambda specs=specs: plan_stages(specs)),
+        }
+        rows.append(row)
+        print(f"{n:>7} stages {edges:>7} edges: plan {row['plan_seconds_median']:.3f} s, decide "
+              f"{row['decide_seconds_median']:.3f} s, peak {row['plan_peak_bytes'] / 2**20:.0f} MiB, "
+              f"{row['regions']} regions", flush=True)
+    for prev, cur in zip(rows, rows[1:], strict=False):
+        cur["time_growth_vs_previous"] = cur["plan_seconds_median"] / prev["plan_seconds_median"]
+        cur["size_growth_vs_previous"] = cur["stages"] / prev["stages"]
+    machine = {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus(),
+               "date": time.strftime("%Y-%m-%d")}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "plan_scaling.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    lines = ["| stages | edges | regions | plan (median s) | decide all (median s) | plan peak memory |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['stages']:,} | {r['edges']:,} | {r['regions']:,} | {r['plan_seconds_median']:.3f} | "
+              f"{r['decide_seconds_median']:.3f} | {r['plan_peak_bytes'] / 2**20:.1f} MiB |" for r in rows]
+    table = "\n".join(lines)
+    (RESULTS / "plan_scaling.md").write_text(
+        f"Command: `.venv/bin/python bench/plan_scaling.py`; machine: {machine}\n\n{table}\n"
+    )
+    print(table)
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+if __name__ == "__main__":
+    main()
