@@ -1,4 +1,4 @@
-"""``finegrained plan DAG_FILE``: print each DAG's regions, forward groups, slot sharing and fractions."""
+"""``finegrained plan DAG_FILE`` prints a DAG's parse-time plan; ``finegrained size`` sizes one stage."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from airflow_provider_finegrained.cli import size
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,13 +25,18 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--all-sources-in-one-region", action="store_true", help="put every source stage into one region (FLIP-53)"
     )
-    plan.set_defaults(fmt="table")
+    plan.set_defaults(fmt="table", handler=_plan)
+    size.add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return _plan(args)
+    try:
+        return int(args.handler(args))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: sets up what it needs, then lint, types and every test
+# (slow end-to-end tests included; run `pytest -m "not slow"` for the fast ones alone).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/bootstrap.sh
+
+echo "== ruff" && ruff check . && ruff format --check .
+echo "== mypy" && mypy
+echo "== pytest" && python -m pytest "$@"
