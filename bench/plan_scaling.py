@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import platform
 import random
@@ -33,8 +34,12 @@ from airflow_provider_finegrained.planning import (
 )
 
 RESULTS = Path(__file__).parent / "results"
-KINDS = [("blocking", "all_to_all", 0.6), ("pipelined", "forward", 0.15), ("pipelined", "all_to_all", 0.1),
-         ("blocking", "broadcast", 0.15)]
+KINDS = [
+    ("blocking", "all_to_all", 0.6),
+    ("pipelined", "forward", 0.15),
+    ("pipelined", "all_to_all", 0.1),
+    ("blocking", "broadcast", 0.15),
+]
 
 
 def generate(n: int, seed: int = 7) -> list[StageSpec]:
@@ -109,20 +114,32 @@ def main() -> None:
             "plan_peak_bytes": peak_memory(lambda specs=specs: plan_stages(specs)),
         }
         rows.append(row)
-        print(f"{n:>7} stages {edges:>7} edges: plan {row['plan_seconds_median']:.3f} s, decide "
-              f"{row['decide_seconds_median']:.3f} s, peak {row['plan_peak_bytes'] / 2**20:.0f} MiB, "
-              f"{row['regions']} regions", flush=True)
-    for prev, cur in zip(rows, rows[1:], strict=False):
+        print(
+            f"{n:>7} stages {edges:>7} edges: plan {row['plan_seconds_median']:.3f} s, decide "
+            f"{row['decide_seconds_median']:.3f} s, peak {row['plan_peak_bytes'] / 2**20:.0f} MiB, "
+            f"{row['regions']} regions",
+            flush=True,
+        )
+    for prev, cur in itertools.pairwise(rows):
         cur["time_growth_vs_previous"] = cur["plan_seconds_median"] / prev["plan_seconds_median"]
         cur["size_growth_vs_previous"] = cur["stages"] / prev["stages"]
-    machine = {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus(),
-               "date": time.strftime("%Y-%m-%d")}
+    machine = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": _cpus(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "plan_scaling.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
-    lines = ["| stages | edges | regions | plan (median s) | decide all (median s) | plan peak memory |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['stages']:,} | {r['edges']:,} | {r['regions']:,} | {r['plan_seconds_median']:.3f} | "
-              f"{r['decide_seconds_median']:.3f} | {r['plan_peak_bytes'] / 2**20:.1f} MiB |" for r in rows]
+    lines = [
+        "| stages | edges | regions | plan (median s) | decide all (median s) | plan peak memory |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['stages']:,} | {r['edges']:,} | {r['regions']:,} | {r['plan_seconds_median']:.3f} | "
+        f"{r['decide_seconds_median']:.3f} | {r['plan_peak_bytes'] / 2**20:.1f} MiB |"
+        for r in rows
+    ]
     table = "\n".join(lines)
     (RESULTS / "plan_scaling.md").write_text(
         f"Command: `.venv/bin/python bench/plan_scaling.py`; machine: {machine}\n\n{table}\n"

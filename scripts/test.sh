@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/bootstrap.sh
 
-echo "== ruff" && ruff check . && ruff format --check .
-echo "== mypy" && mypy
-echo "== pytest" && python -m pytest "$@"
+# One command per line: under `set -e` a failure inside an `a && b` chain would not stop the script.
+echo "== ruff"
+ruff check .
+ruff format --check .
+echo "== mypy"
+mypy
+echo "== pytest"
+python -m pytest "$@"

@@ -104,7 +104,9 @@ def test_stable_bounds(bounds: ResourceBounds, expected: tuple[int, int | None])
             id="memory",
         ),
         pytest.param(ResourceBounds(min_cpu=6, max_slots=5), r"min cpu 6 needs 2 worker", id="cpu-against-slots"),
-        pytest.param(ResourceBounds(min_slots=8, max_slots=4), "min slots \\(8\\) is above max slots \\(4\\)", id="min-above-max"),
+        pytest.param(
+            ResourceBounds(min_slots=8, max_slots=4), "min slots \\(8\\) is above max slots \\(4\\)", id="min-above-max"
+        ),
         pytest.param(ResourceBounds(min_slots=-1), "must be >= 0", id="negative"),
     ],
 )

@@ -30,7 +30,10 @@ def test_diamond_regions_groups_and_fractions() -> None:
     assert plan.forward_groups == (("src", "left"), ("right",), ("sink",))
     # Unknown resources: 1 / n within each region's slot sharing group.
     assert {n: s.memory_fraction for n, s in plan.stages.items()} == {
-        "src": 0.5, "left": 0.5, "right": 1.0, "sink": 1.0,
+        "src": 0.5,
+        "left": 0.5,
+        "right": 1.0,
+        "sink": 1.0,
     }
     assert [e.input_name for e in plan.stages["sink"].inputs] == ["l", "r"]
 
@@ -74,39 +77,72 @@ def test_all_sources_in_one_region_option() -> None:
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        pytest.param(lambda: [S("a", {"x": "ghost"})], "stage 'a' reads input 'x' from 'ghost', which is not a stage",
-                     id="unknown-upstream"),
-        pytest.param(lambda: [S("a"), S("b", {"x": {"upstream": "a", "mode": "streaming"}})],
-                     "stage 'b': input 'x': unknown exchange mode 'streaming'; allowed values: 'blocking', 'pipelined'",
-                     id="unknown-exchange-mode"),
-        pytest.param(lambda: [S("a"), S("b", {"x": {"upstream": "a", "distribution": "hash"}})],
-                     "stage 'b': input 'x': unknown distribution 'hash'", id="unknown-distribution"),
-        pytest.param(lambda: [S("a"), S("b", {"x": {"upstream": "a", "partitioner": "hash"}})],
-                     "stage 'b': input 'x' needs 'upstream'", id="unknown-input-key"),
-        pytest.param(lambda: [S("a", resources={"cpu_cores": 1, "heap_memory": "1g"}), S("b", {"a": "a"})],
-                     "stage 'a' declares a ResourceSpec but stage 'b' does not", id="mixed-resource-specs"),
-        pytest.param(lambda: [S("a", resources={"cpu_cores": 0, "heap_memory": "1g"})],
-                     "stage 'a': ResourceSpec cpu_cores must be greater than 0", id="zero-cpu"),
-        pytest.param(lambda: [S("a", parallelism=4), S("b", {"a": {"upstream": "a", "distribution": "forward"}},
-                                                       parallelism=8)],
-                     "stage 'a' has parallelism 4 but stage 'b' has parallelism 8", id="conflicting-forward-group"),
-        pytest.param(lambda: [S("a", min_parallelism=10), S("b", {"a": {"upstream": "a", "distribution": "forward"}},
-                                                            max_parallelism=5)],
-                     "stage 'a' has min_parallelism 10 and stage 'b' has max_parallelism 5",
-                     id="forward-bounds-disjoint"),
-        pytest.param(lambda: [S("a", min_parallelism=8, max_parallelism=4)],
-                     r"stage 'a': min_parallelism \(8\) is above max_parallelism \(4\)", id="min-above-max"),
-        pytest.param(lambda: [S("a", parallelism=100, max_parallelism=10)],
-                     "stage 'a': parallelism 100 is outside", id="fixed-outside-bounds"),
-        pytest.param(lambda: [S("a", parallelism=0)], "stage 'a': parallelism must be an integer >= 1",
-                     id="zero-parallelism"),
+        pytest.param(
+            lambda: [S("a", {"x": "ghost"})],
+            "stage 'a' reads input 'x' from 'ghost', which is not a stage",
+            id="unknown-upstream",
+        ),
+        pytest.param(
+            lambda: [S("a"), S("b", {"x": {"upstream": "a", "mode": "streaming"}})],
+            "stage 'b': input 'x': unknown exchange mode 'streaming'; allowed values: 'blocking', 'pipelined'",
+            id="unknown-exchange-mode",
+        ),
+        pytest.param(
+            lambda: [S("a"), S("b", {"x": {"upstream": "a", "distribution": "hash"}})],
+            "stage 'b': input 'x': unknown distribution 'hash'",
+            id="unknown-distribution",
+        ),
+        pytest.param(
+            lambda: [S("a"), S("b", {"x": {"upstream": "a", "partitioner": "hash"}})],
+            "stage 'b': input 'x' needs 'upstream'",
+            id="unknown-input-key",
+        ),
+        pytest.param(
+            lambda: [S("a", resources={"cpu_cores": 1, "heap_memory": "1g"}), S("b", {"a": "a"})],
+            "stage 'a' declares a ResourceSpec but stage 'b' does not",
+            id="mixed-resource-specs",
+        ),
+        pytest.param(
+            lambda: [S("a", resources={"cpu_cores": 0, "heap_memory": "1g"})],
+            "stage 'a': ResourceSpec cpu_cores must be greater than 0",
+            id="zero-cpu",
+        ),
+        pytest.param(
+            lambda: [S("a", parallelism=4), S("b", {"a": {"upstream": "a", "distribution": "forward"}}, parallelism=8)],
+            "stage 'a' has parallelism 4 but stage 'b' has parallelism 8",
+            id="conflicting-forward-group",
+        ),
+        pytest.param(
+            lambda: [
+                S("a", min_parallelism=10),
+                S("b", {"a": {"upstream": "a", "distribution": "forward"}}, max_parallelism=5),
+            ],
+            "stage 'a' has min_parallelism 10 and stage 'b' has max_parallelism 5",
+            id="forward-bounds-disjoint",
+        ),
+        pytest.param(
+            lambda: [S("a", min_parallelism=8, max_parallelism=4)],
+            r"stage 'a': min_parallelism \(8\) is above max_parallelism \(4\)",
+            id="min-above-max",
+        ),
+        pytest.param(
+            lambda: [S("a", parallelism=100, max_parallelism=10)],
+            "stage 'a': parallelism 100 is outside",
+            id="fixed-outside-bounds",
+        ),
+        pytest.param(
+            lambda: [S("a", parallelism=0)], "stage 'a': parallelism must be an integer >= 1", id="zero-parallelism"
+        ),
         pytest.param(lambda: [S("a"), S("a")], "two stages are named 'a'", id="duplicate"),
-        pytest.param(lambda: [S("a", {"b": "b"}), S("b", {"a": "a"})], r"stages \['a', 'b'\] read from each other",
-                     id="cycle"),
+        pytest.param(
+            lambda: [S("a", {"b": "b"}), S("b", {"a": "a"})], r"stages \['a', 'b'\] read from each other", id="cycle"
+        ),
         pytest.param(lambda: [S("a", {"self": "a"})], "stage 'a' reads its own output", id="self-loop"),
         pytest.param(
-            lambda: [S("a", slot_sharing_group="g1"),
-                     S("b", {"a": {"upstream": "a", "mode": "pipelined"}}, slot_sharing_group="g2")],
+            lambda: [
+                S("a", slot_sharing_group="g1"),
+                S("b", {"a": {"upstream": "a", "mode": "pipelined"}}, slot_sharing_group="g2"),
+            ],
             "stages 'a' \\(slot sharing group 'g1'\\) and 'b' \\(group 'g2'\\) are pipelined into one region",
             id="region-split-across-groups",
         ),
@@ -123,8 +159,13 @@ def test_render_json_round_trips_and_names_everything() -> None:
     assert data == plan_to_dict(plan)
     assert data["regions"][0] == {"name": "region-1", "slot_sharing_group": "region-1", "stages": ["src", "left"]}
     assert data["stages"]["sink"]["memory_fraction"] == 1.0
-    assert {"producer": "right", "consumer": "sink", "mode": "blocking", "distribution": "broadcast",
-            "input": "r"} in data["exchanges"]
+    assert {
+        "producer": "right",
+        "consumer": "sink",
+        "mode": "blocking",
+        "distribution": "broadcast",
+        "input": "r",
+    } in data["exchanges"]
 
 
 def test_render_table_lists_every_stage_in_region_order() -> None:

@@ -101,7 +101,9 @@ def test_cluster_region_executor_count_follows_the_widest_stage() -> None:
         pytest.param(33, 1000, 32, id="33-down-to-32"),
     ],
 )
-def test_cluster_capacity_caps_executors_and_waves_even_out(parallelism: int, max_parallelism: int, expected: int) -> None:
+def test_cluster_capacity_caps_executors_and_waves_even_out(
+    parallelism: int, max_parallelism: int, expected: int
+) -> None:
     # 16 cores / 4 per executor = 4 executors at most; 64 GiB / 4.4 GiB = 14 by memory.
     demand = StageDemand("agg", parallelism=parallelism, max_parallelism=max_parallelism)
     sizing = size_region([demand], CLUSTER)
@@ -142,7 +144,7 @@ def test_slot_wider_than_the_cluster_is_an_error_naming_the_stages() -> None:
 
 def test_mixed_specs_in_a_region_are_rejected() -> None:
     spec = ResourceSpec(cpu_cores=1, heap_memory="1g")
-    with pytest.raises(ValueError, match="'a'.*'b'"):
+    with pytest.raises(ValueError, match=r"'a'.*'b'"):
         size_region([StageDemand("a", 1, resources=spec), StageDemand("b", 1)], CLUSTER)
 
 
