@@ -1,0 +1,201 @@
+"""Build the spark-submit argument list for one Spark application, and a redacted copy for logs."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+
+from airflow_provider_finegrained.spark.java import SparkEnvironmentError
+
+DEPLOY_MODES = ("client", "cluster")
+
+ACCEPTED_MASTERS = (
+    "local",
+    "local[N]",
+    "local[*]",
+    "local[N,F]",
+    "local-cluster[N,C,M]",
+    "spark://host:port[,host:port...]",
+    "yarn",
+    "k8s://https://host[:port]",
+)
+
+REDACTED = "***"
+
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+_HOST_PORT = rf"{_HOST}:\d{{1,5}}"
+_LOCAL_RE = re.compile(r"local(?:\[(?:\*|[1-9]\d*)(?:,[1-9]\d*)?\])?")
+_LOCAL_CLUSTER_RE = re.compile(r"local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]")
+_STANDALONE_RE = re.compile(rf"spark://{_HOST_PORT}(?:,{_HOST_PORT})*")
+# Spark takes k8s://https://…, k8s://http://… and k8s://host:port (which it treats as https).
+_K8S_RE = re.compile(rf"k8s://(?:https?://{_HOST}(?::\d{{1,5}})?(?:/\S*)?|{_HOST_PORT})")
+_MEMORY_RE = re.compile(r"[1-9]\d*(?:[kmgtp]b?|b)?", re.IGNORECASE)
+# Spark's own spark.redaction.regex is (?i)secret|password|token|access[.]?key; credentials and
+# `….key` / `….key.<account>` (Hadoop's fs.azure.account.key.<account>) are added.
+_SECRET_KEY_RE = re.compile(r"password|secret|token|credential|access[._-]?key|\.key(?:$|\.)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """Everything spark-submit needs for one application; `env` is added to the submit environment."""
+
+    application: str
+    master: str
+    deploy_mode: str = "client"
+    name: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+    application_args: Sequence[str] = ()
+    py_files: Sequence[str] = ()
+    driver_memory: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Copy the inputs so later changes to the caller's objects do not reach the request; plain
+        # dicts (not MappingProxyType) keep it picklable and deep-copyable, as Airflow needs.
+        object.__setattr__(self, "conf", dict(self.conf))
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "application_args", tuple(self.application_args))
+        object.__setattr__(self, "py_files", tuple(self.py_files))
+
+
+def is_local_master(master: str) -> bool:
+    """True for masters whose executors run on this machine (`local…`, `local-cluster[…]`)."""
+    return master.startswith("local")
+
+
+def validate_master(master: str) -> str:
+    """Return `master` if it is a master URL this provider accepts, else raise ValueError."""
+    patterns = (_LOCAL_RE, _LOCAL_CLUSTER_RE, _STANDALONE_RE, _K8S_RE)
+    if master == "yarn" or any(p.fullmatch(master) for p in patterns):
+        return master
+    raise ValueError(f"unsupported Spark master URL {master!r}; accepted forms: {', '.join(ACCEPTED_MASTERS)}")
+
+
+def validate_request(request: SubmitRequest) -> None:
+    """Raise ValueError when spark-submit would reject the request or misread its arguments."""
+    if not request.application:
+        raise ValueError("SubmitRequest.application must name the application file")
+    validate_master(request.master)
+    if request.deploy_mode not in DEPLOY_MODES:
+        raise ValueError(f"deploy_mode must be 'client' or 'cluster', got {request.deploy_mode!r}")
+    if request.deploy_mode == "cluster":
+        if is_local_master(request.master):
+            raise ValueError(f"deploy_mode 'cluster' is not possible with master {request.master!r}")
+        if request.master.startswith("spark://") and request.application.endswith(".py"):
+            raise ValueError(
+                "Spark standalone does not support cluster deploy mode for Python applications; "
+                "use deploy_mode='client'"
+            )
+    for key in request.conf:
+        # spark-submit splits `--conf k=v` at the first '=', so a key holding '=' would be misread.
+        if not key or "=" in key or key != key.strip():
+            raise ValueError(f"invalid Spark conf key {key!r}")
+    for path in request.py_files:
+        if not path or "," in path:
+            raise ValueError(f"invalid py_files entry {path!r}: must be non-empty and hold no comma")
+    if request.driver_memory is not None and not _MEMORY_RE.fullmatch(request.driver_memory):
+        raise ValueError(f"invalid driver_memory {request.driver_memory!r}; expected e.g. '512m' or '2g'")
+
+
+def spark_home(explicit: str | None = None) -> str:
+    """Return the Spark installation to run: `explicit`, else $SPARK_HOME, else the pyspark package."""
+    if explicit:
+        source, home = "spark_home argument", explicit
+    elif os.environ.get("SPARK_HOME"):
+        source, home = "SPARK_HOME", os.environ["SPARK_HOME"]
+    else:
+        # find_spec locates pyspark without importing it (importing pyspark costs about a second).
+        spec = find_spec("pyspark")
+        if spec is None or spec.origin is None:
+            raise SparkEnvironmentError("pyspark is not installed and SPARK_HOME is not set: pip install pyspark")
+        source, home = "the installed pyspark package", os.path.dirname(spec.origin)
+    if not os.path.isfile(os.path.join(home, "bin", "spark-submit")):
+        raise SparkEnvironmentError(f"{source} ({home}) has no bin/spark-submit; install pyspark or fix it")
+    return os.path.abspath(home)
+
+
+_spark_home = spark_home  # for functions whose `spark_home` parameter hides the function
+
+
+def spark_submit_path(home: str | None = None) -> str:
+    """Return the spark-submit script of the Spark installation chosen by `spark_home`."""
+    return os.path.join(spark_home(home), "bin", "spark-submit")
+
+
+def build_spark_submit_command(request: SubmitRequest, spark_home: str | None = None) -> list[str]:
+    """Return the exact spark-submit argument list (no shell involved) for `request`."""
+    validate_request(request)
+    command = [
+        spark_submit_path(spark_home),
+        "--master",
+        request.master,
+        "--deploy-mode",
+        request.deploy_mode,
+    ]
+    if request.name:
+        command += ["--name", request.name]
+    for key in sorted(request.conf):
+        command += ["--conf", f"{key}={request.conf[key]}"]
+    if request.py_files:
+        command += ["--py-files", ",".join(request.py_files)]
+    if request.driver_memory:
+        command += ["--driver-memory", request.driver_memory]
+    command.append(request.application)
+    command.extend(request.application_args)
+    return command
+
+
+def build_spark_submit_env(
+    request: SubmitRequest,
+    base: Mapping[str, str] | None = None,
+    spark_home: str | None = None,
+) -> dict[str, str]:
+    """Return the full environment for spark-submit: `base` (default os.environ) plus `request.env`.
+
+    For local masters the driver and the Python workers default to this interpreter, which has
+    pyspark and this provider installed; `python3` on PATH may have neither. Remote clusters must
+    set PYSPARK_PYTHON themselves (through `request.env`), since this path means nothing there.
+    Pass the same `spark_home` as to `build_spark_submit_command`: SPARK_HOME is set to match it.
+    """
+    env = dict(os.environ if base is None else base)
+    env.update(request.env)
+    # bin/spark-submit execs $SPARK_HOME/bin/spark-class, so SPARK_HOME must name the same
+    # installation as the script in the command, whatever the base environment says.
+    env["SPARK_HOME"] = _spark_home(spark_home)
+    if request.deploy_mode == "client":
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if is_local_master(request.master):
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a conf or environment key names a secret whose value must not be logged."""
+    return _SECRET_KEY_RE.search(key) is not None
+
+
+def _redact_pair(pair: str) -> str:
+    key, sep, _value = pair.partition("=")
+    return f"{key}={REDACTED}" if sep and is_secret_key(key) else pair
+
+
+def redacted_command(command: Sequence[str]) -> list[str]:
+    """Return a copy of a spark-submit command with secret `--conf` values replaced by '***'."""
+    redacted: list[str] = []
+    after_conf = False
+    for arg in command:
+        if after_conf:
+            redacted.append(_redact_pair(arg))
+            after_conf = False
+        elif arg in ("--conf", "-c"):
+            redacted.append(arg)
+            after_conf = True
+        elif arg.startswith("--conf="):
+            redacted.append("--conf=" + _redact_pair(arg.removeprefix("--conf=")))
+        else:
+            redacted.append(arg)
+    return redacted

@@ -1,0 +1,301 @@
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_finegrained.spark.java import SparkEnvironmentError
+from airflow_provider_finegrained.spark.submit import (
+    SubmitRequest,
+    build_spark_submit_command,
+    build_spark_submit_env,
+    is_secret_key,
+    redacted_command,
+    spark_home,
+    validate_master,
+)
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path) -> str:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    return str(tmp_path)
+
+
+def test_spark_home_defaults_to_the_pyspark_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    import pyspark
+
+    home = spark_home()
+    assert home == os.path.dirname(os.path.abspath(pyspark.__file__))
+    assert os.access(os.path.join(home, "bin", "spark-submit"), os.X_OK)
+
+
+def test_spark_home_from_environment_and_argument(
+    monkeypatch: pytest.MonkeyPatch, fake_home: str, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SPARK_HOME", fake_home)
+    assert spark_home() == fake_home
+    with pytest.raises(SparkEnvironmentError, match="has no bin/spark-submit"):
+        spark_home(str(tmp_path / "bin"))
+
+
+def test_minimal_command(fake_home: str) -> None:
+    request = SubmitRequest(application="/apps/job.py", master="local[2]")
+    assert build_spark_submit_command(request, spark_home=fake_home) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "local[2]",
+        "--deploy-mode",
+        "client",
+        "/apps/job.py",
+    ]
+
+
+def test_full_command_orders_arguments_and_sorts_conf(fake_home: str) -> None:
+    request = SubmitRequest(
+        application="/apps/job.py",
+        master="spark://127.0.0.1:7077",
+        name="dag.stage",
+        conf={
+            "spark.sql.shuffle.partitions": "8",
+            "spark.executor.cores": "2",
+            "spark.driver.extraJavaOptions": "-Da=b -Dc=d",
+        },
+        application_args=["--stage", "s1", "--input=x y"],
+        py_files=["/apps/a.zip", "/apps/b.py"],
+        driver_memory="1g",
+    )
+    assert build_spark_submit_command(request, spark_home=fake_home) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "spark://127.0.0.1:7077",
+        "--deploy-mode",
+        "client",
+        "--name",
+        "dag.stage",
+        "--conf",
+        "spark.driver.extraJavaOptions=-Da=b -Dc=d",
+        "--conf",
+        "spark.executor.cores=2",
+        "--conf",
+        "spark.sql.shuffle.partitions=8",
+        "--py-files",
+        "/apps/a.zip,/apps/b.py",
+        "--driver-memory",
+        "1g",
+        "/apps/job.py",
+        "--stage",
+        "s1",
+        "--input=x y",
+    ]
+
+
+def test_cluster_mode_on_yarn(fake_home: str) -> None:
+    request = SubmitRequest(application="app.jar", master="yarn", deploy_mode="cluster")
+    assert build_spark_submit_command(request, spark_home=fake_home)[1:5] == [
+        "--master",
+        "yarn",
+        "--deploy-mode",
+        "cluster",
+    ]
+
+
+def test_request_is_frozen_and_copies_its_inputs() -> None:
+    conf = {"spark.a": "1"}
+    args = ["x"]
+    request = SubmitRequest(application="a.py", master="local", conf=conf, application_args=args)
+    conf["spark.b"] = "2"
+    args.append("y")
+    assert dict(request.conf) == {"spark.a": "1"}
+    assert request.application_args == ("x",)
+    with pytest.raises(AttributeError):
+        request.master = "yarn"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(request)) == request
+    assert copy.deepcopy(request) == request
+
+
+ACCEPTED = [
+    "local",
+    "local[1]",
+    "local[4]",
+    "local[*]",
+    "local[2,3]",
+    "local[*,4]",
+    "local-cluster[2,1,1024]",
+    "spark://127.0.0.1:7077",
+    "spark://master-1.example.com:7077",
+    "spark://host1:7077,host2:7077",
+    "spark://[::1]:7077",
+    "yarn",
+    "k8s://https://kubernetes.default.svc:443",
+    "k8s://https://10.0.0.1",
+    "k8s://http://127.0.0.1:8001",
+    "k8s://api.example.com:6443",
+]
+
+REJECTED = [
+    "",
+    "local[0]",
+    "local[]",
+    "local[-1]",
+    "local[two]",
+    "local[2,*]",
+    "local [2]",
+    "local-cluster[2,1]",
+    "local-cluster[0,1,1024]",
+    "spark://",
+    "spark://host",
+    "spark://host:port",
+    "spark://host:7077,",
+    "spark://host:7077/path",
+    "yarn-client",
+    "yarn-cluster",
+    "YARN",
+    "k8s://",
+    "k8s://ftp://host",
+    "mesos://host:5050",
+    "http://host:7077",
+    "host:7077",
+    " local",
+]
+
+
+@pytest.mark.parametrize("master", ACCEPTED)
+def test_accepted_masters(master: str) -> None:
+    assert validate_master(master) == master
+
+
+@pytest.mark.parametrize("master", REJECTED)
+def test_rejected_masters_name_the_value_and_the_accepted_forms(master: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        validate_master(master)
+    message = str(caught.value)
+    assert repr(master) in message
+    for form in ("local[N]", "local-cluster[N,C,M]", "spark://host:port", "yarn", "k8s://https://"):
+        assert form in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"master": "local[x]"}, "unsupported Spark master URL"),
+        ({"deploy_mode": "remote"}, "deploy_mode must be 'client' or 'cluster'"),
+        ({"deploy_mode": "cluster"}, "not possible with master 'local\\[2\\]'"),
+        ({"deploy_mode": "cluster", "master": "local-cluster[2,1,1024]"}, "not possible with master"),
+        ({"deploy_mode": "cluster", "master": "spark://h:7077"}, "cluster deploy mode for Python"),
+        ({"application": ""}, "application"),
+        ({"conf": {"spark.a=b": "c"}}, "invalid Spark conf key"),
+        ({"conf": {"": "c"}}, "invalid Spark conf key"),
+        ({"py_files": ["a.py,b.py"]}, "no comma"),
+        ({"driver_memory": "lots"}, "invalid driver_memory"),
+        ({"driver_memory": "0g"}, "invalid driver_memory"),
+    ],
+)
+def test_invalid_requests(fake_home: str, changes: dict[str, object], match: str) -> None:
+    fields: dict[str, object] = {"application": "/apps/job.py", "master": "local[2]"} | changes
+    request = SubmitRequest(**fields)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=match):
+        build_spark_submit_command(request, spark_home=fake_home)
+
+
+@pytest.mark.parametrize("memory", ["512m", "2g", "2G", "1024", "4gb", "1t"])
+def test_valid_driver_memory(fake_home: str, memory: str) -> None:
+    request = SubmitRequest(application="a.py", master="local", driver_memory=memory)
+    assert build_spark_submit_command(request, spark_home=fake_home)[-3:-1] == ["--driver-memory", memory]
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("spark.ssl.keyStorePassword", True),
+        ("spark.authenticate.secret", True),
+        ("spark.hadoop.fs.s3a.access.key", True),
+        ("spark.hadoop.fs.s3a.secret.key", True),
+        ("spark.hadoop.fs.s3a.session.token", True),
+        ("spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net", True),
+        ("spark.hadoop.google.cloud.auth.service.account.json.keyfile", False),
+        ("spark.kubernetes.authenticate.driver.oauthToken", True),
+        ("spark.hadoop.fs.gs.auth.service.account.private.key", True),
+        ("SPARK_CREDENTIALS_FILE", True),
+        ("spark.hadoop.aws.accessKey", True),
+        ("spark.executor.memory", False),
+        ("spark.sql.shuffle.partitions", False),
+        ("spark.keystore.path", False),
+    ],
+)
+def test_is_secret_key(key: str, secret: bool) -> None:
+    assert is_secret_key(key) is secret
+
+
+def test_redacted_command_masks_only_secret_conf_values(fake_home: str) -> None:
+    request = SubmitRequest(
+        application="/apps/job.py",
+        master="local[2]",
+        conf={
+            "spark.hadoop.fs.s3a.secret.key": "s3cr3t",
+            "spark.hadoop.fs.s3a.access.key": "AKIA123",
+            "spark.ssl.keyPassword": "pw=with=equals",
+            "spark.executor.memory": "2g",
+        },
+        application_args=["--conf", "spark.app.setting=1"],
+    )
+    command = build_spark_submit_command(request, spark_home=fake_home)
+    redacted = redacted_command(command)
+    assert redacted == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "local[2]",
+        "--deploy-mode",
+        "client",
+        "--conf",
+        "spark.executor.memory=2g",
+        "--conf",
+        "spark.hadoop.fs.s3a.access.key=***",
+        "--conf",
+        "spark.hadoop.fs.s3a.secret.key=***",
+        "--conf",
+        "spark.ssl.keyPassword=***",
+        "/apps/job.py",
+        "--conf",
+        "spark.app.setting=1",
+    ]
+    joined = " ".join(redacted)
+    assert "s3cr3t" not in joined and "AKIA123" not in joined and "pw=with" not in joined
+    # The real command is untouched.
+    assert "spark.hadoop.fs.s3a.secret.key=s3cr3t" in command
+
+
+def test_redacted_command_handles_equals_and_short_forms() -> None:
+    assert redacted_command(["spark-submit", "--conf=spark.auth.token=abc", "-c", "my.password=x", "a.py"]) == [
+        "spark-submit",
+        "--conf=spark.auth.token=***",
+        "-c",
+        "my.password=***",
+        "a.py",
+    ]
+
+
+def test_submit_env(fake_home: str) -> None:
+    request = SubmitRequest(application="a.py", master="local[2]", env={"SPARK_LOCAL_IP": "127.0.0.1"})
+    env = build_spark_submit_env(request, base={"PATH": "/usr/bin", "SPARK_HOME": "/elsewhere"}, spark_home=fake_home)
+    assert env == {
+        "PATH": "/usr/bin",
+        "SPARK_HOME": fake_home,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYSPARK_PYTHON": sys.executable,
+    }
+
+
+def test_submit_env_for_a_remote_cluster_leaves_the_python_of_workers_alone(fake_home: str) -> None:
+    request = SubmitRequest(
+        application="a.py", master="spark://h:7077", env={"PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python"}
+    )
+    env = build_spark_submit_env(request, base={}, spark_home=fake_home)
+    assert env == {"SPARK_HOME": fake_home, "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python"}
