@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_finegrained import __version__
+from airflow_provider_finegrained.hooks.connection_form import config_section, connection_types
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -16,4 +17,12 @@ def get_provider_info() -> dict[str, Any]:
             "Pipelined regions, adaptive per-stage parallelism and fine-grained resources for DAGs of PySpark stages."
         ),
         "versions": [__version__],
+        "connection-types": connection_types(),
+        "config": config_section(),
+        "task-decorators": [
+            {
+                "name": "spark_stage",
+                "class-name": "airflow_provider_finegrained.decorators.spark_stage.spark_stage_task",
+            }
+        ],
     }
