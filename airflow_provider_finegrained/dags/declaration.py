@@ -8,7 +8,7 @@ and wires each upstream stage before this one, so the Airflow dependencies match
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_finegrained.planning import Distribution, ExchangeMode, ResourceSpec, StageSpec
@@ -21,6 +21,22 @@ class Input:
     upstream: Any
     mode: ExchangeMode | str = ExchangeMode.BLOCKING
     distribution: Distribution | str = Distribution.ALL_TO_ALL
+
+
+@dataclass
+class ExternalDataset:
+    """An input read from files outside the provider: a path (local or fsspec URL) and a format.
+
+    ``path`` and ``options`` are templated. The stage measures the files' real sizes before it runs,
+    so a source stage is sized from the data it reads. ``broadcast=True`` sends it whole to every task.
+    """
+
+    path: str
+    format: str = "parquet"
+    options: dict[str, str] = field(default_factory=dict)
+    broadcast: bool = False
+
+    template_fields = ("path", "options")
 
 
 def _upstream_task(value: Any) -> Any | None:
@@ -36,6 +52,7 @@ class StageDeclarationMixin:
 
     task_id: str
     stage_spec: StageSpec
+    external_inputs: dict[str, ExternalDataset]
 
     def declare_stage(
         self,
@@ -49,18 +66,26 @@ class StageDeclarationMixin:
         memory_weight: float = 1.0,
     ) -> StageSpec:
         declared: dict[str, Mapping[str, str] | str] = {}
+        self.external_inputs = {}
+        pipelined_from: list[Any] = []
+        blocking_from: list[Any] = []
         for name, value in (inputs or {}).items():
+            if isinstance(value, ExternalDataset):
+                self.external_inputs[name] = value
+                continue
             stage_input = value if isinstance(value, Input) else Input(value)
             task = _upstream_task(stage_input.upstream)
             if task is not None:
                 upstream_id = task.task_id
                 task.set_downstream(self)
+                pipelined = str(stage_input.mode).lower() == ExchangeMode.PIPELINED.value
+                (pipelined_from if pipelined else blocking_from).append(task)
             elif isinstance(stage_input.upstream, str):
                 upstream_id = stage_input.upstream
             else:
                 raise TypeError(
                     f"stage {self.task_id!r}: input {name!r} must name an upstream stage (operator, XComArg "
-                    f"or task id), got {type(stage_input.upstream).__name__}"
+                    f"or task id) or be an ExternalDataset, got {type(stage_input.upstream).__name__}"
                 )
             declared[name] = {
                 "upstream": upstream_id,
@@ -77,4 +102,42 @@ class StageDeclarationMixin:
             slot_sharing_group=slot_sharing_group,
             memory_weight=memory_weight,
         )
+        _wire_region(self, pipelined_from, blocking_from)
         return self.stage_spec
+
+
+def _region_root(task: Any) -> Any:
+    root = task
+    while getattr(root, "_finegrained_region_parent", root) is not root:
+        root = root._finegrained_region_parent
+    return root
+
+
+def _wire_region(task: Any, pipelined_from: list[Any], blocking_from: list[Any]) -> None:
+    """Keep each pipelined region's first stage (its leader) upstream of everything the region needs.
+
+    The leader runs the whole region as one Spark application, so it must start after every
+    blocking input of every member, and every member must run after it (to report its part).
+    Regions are merged as pipelined inputs join them; the earliest created stage leads.
+    """
+    task._finegrained_region_parent = task
+    task._finegrained_region_blocking = list(blocking_from)
+    roots = {id(r): r for r in (_region_root(u) for u in pipelined_from if hasattr(u, "stage_spec"))}
+    if not roots:
+        return
+    leaders = sorted([*roots.values(), task], key=lambda t: t.dag.task_ids.index(t.task_id) if t.dag else 0)
+    leader = leaders[0]
+    blocking: list[Any] = []
+    for other in leaders[1:]:
+        blocking.extend(other._finegrained_region_blocking)
+        other._finegrained_region_parent = leader
+        if other is not task and leader.task_id not in other.upstream_task_ids:
+            leader.set_downstream(other)
+    if task is not leader and leader.task_id not in task.get_flat_relative_ids(upstream=True):
+        leader.set_downstream(task)
+    leader._finegrained_region_blocking.extend(blocking)
+    for producer in blocking:
+        # A producer downstream of the leader belongs to the region (a blocking cycle the planner merges).
+        downstream_of_leader = producer.task_id in leader.get_flat_relative_ids(upstream=False)
+        if _region_root(producer) is not leader and not downstream_of_leader:
+            producer.set_downstream(leader)

@@ -33,6 +33,7 @@ def has_stages(dag: Any) -> bool:
 def stage_specs(dag: Any) -> list[StageSpec]:
     """The DAG's stage declarations, checked against its tasks and dependencies."""
     tasks = {task.task_id: task for task in dag.tasks}
+    _check_output_paths(dag)
     specs: list[StageSpec] = []
     for task in dag.tasks:
         if not is_stage(task):
@@ -60,6 +61,20 @@ def stage_specs(dag: Any) -> list[StageSpec]:
                 )
         specs.append(spec)
     return specs
+
+
+def _check_output_paths(dag: Any) -> None:
+    writers: dict[str, str] = {}
+    for task in dag.tasks:
+        path = getattr(task, "output_path", None) if is_stage(task) else None
+        if not path:
+            continue
+        if path in writers:
+            raise StageGraphError(
+                f"stages {writers[path]!r} and {task.task_id!r} both write output_path {path!r}; "
+                "give each stage its own path (or leave output_path unset for a unique one per run)"
+            )
+        writers[path] = task.task_id
 
 
 def read_dag(dag: Any, *, all_sources_in_one_region: bool = False) -> DagPlan:

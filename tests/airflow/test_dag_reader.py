@@ -136,3 +136,13 @@ def test_policy_leaves_dags_without_stages_alone(tmp_path: Path) -> None:
     bag = DagBag(dag_folder=str(path), safe_mode=False)
     assert set(bag.dags) == {"plain"}
     assert not bag.import_errors
+
+
+def test_two_stages_writing_the_same_path_are_rejected() -> None:
+    from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator
+
+    with DAG("reader_same_path", schedule=None, start_date=START) as dag:
+        SparkStageOperator(task_id="a", python_callable=print, output_path="shared/out")
+        SparkStageOperator(task_id="b", python_callable=print, output_path="shared/out")
+    with pytest.raises(StageGraphError, match="stages 'a' and 'b' both write output_path 'shared/out'"):
+        read_dag(dag)

@@ -1,0 +1,76 @@
+"""``finegrained report DAG_ID``: what each stage of a DAG run consumed, decided and ran with.
+
+Reads the stages' decision traces and outputs from XCom in the Airflow metadata database, so it
+runs where the database is reachable (after ``airflow dags test``, on a scheduler host, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from airflow_provider_finegrained.contract import OUTPUT_KEY, TRACE_KEY
+from airflow_provider_finegrained.planning.units import format_bytes
+
+
+def add_parser(commands: Any) -> None:
+    report = commands.add_parser("report", help="print each stage's input bytes, parallelism and Spark settings")
+    report.add_argument("dag_id")
+    report.add_argument("--run-id", help="a DAG run (default: the latest)")
+    report.add_argument("--json", action="store_true", help="print JSON")
+    report.set_defaults(handler=run)
+
+
+def stage_results(dag_id: str, run_id: str | None = None) -> tuple[str, dict[str, dict[str, Any]]]:
+    """``(run_id, {stage: {"trace": ..., "output": ...}})`` from XCom, in the order stages ran."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        if run_id is None:
+            latest = session.scalars(
+                select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(1)
+            ).first()
+            if latest is None:
+                raise ValueError(f"DAG {dag_id!r} has no runs")
+            run_id = latest.run_id
+        results: dict[str, dict[str, Any]] = {}
+        for key, field in ((TRACE_KEY, "trace"), (OUTPUT_KEY, "output")):
+            rows: list[Any] = list(session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, key=key)))
+            for row in rows:
+                results.setdefault(row.task_id, {})[field] = XComModel.deserialize_value(row)
+    ordered = dict(sorted(results.items(), key=lambda kv: str(kv[1].get("trace", {}).get("started_at") or "")))
+    return run_id, ordered
+
+
+def run(args: argparse.Namespace) -> int:
+    run_id, results = stage_results(args.dag_id, args.run_id)
+    if args.json:
+        print(json.dumps({"dag_id": args.dag_id, "run_id": run_id, "stages": results}, indent=2, default=str))
+        return 0
+    header = ("stage", "region", "input", "decided", "rule", "ran with", "executors", "memory", "output")
+    rows = []
+    for stage, result in results.items():
+        trace = result.get("trace", {})
+        output = result.get("output", {})
+        rows.append(
+            (
+                stage,
+                str(trace.get("region", "")),
+                format_bytes(sum(trace.get("consumed_bytes", {}).values())),
+                str(trace.get("decided_parallelism", "")),
+                str(trace.get("rule", "")),
+                f"{trace.get('parallelism', '')} tasks, {trace.get('waves', '')} wave(s)",
+                f"{trace.get('executors', '')} x {trace.get('executor_cores', '')} cores",
+                f"{format_bytes(trace.get('executor_memory', 0))}, fraction {trace.get('memory_fraction', 0):.2f}",
+                "in memory" if output.get("in_memory_only") else format_bytes(output.get("total_bytes", 0)),
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print(f"DAG {args.dag_id}, run {run_id}")
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0

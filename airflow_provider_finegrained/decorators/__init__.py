@@ -1,0 +1,1 @@
+"""TaskFlow decorators (registered as ``@task.spark_stage`` through the provider info)."""

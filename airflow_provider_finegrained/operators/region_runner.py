@@ -1,0 +1,359 @@
+"""Run a pipelined region as one Spark application, on behalf of the region's leader task.
+
+Gathers what every stage of the region reads (upstream outputs from XCom, external file sizes),
+decides parallelism and sizing, writes the region job, submits it with spark-submit, and records each
+stage's trace and result where the region's other tasks find them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_provider_finegrained.contract import (
+    OUTPUT_KEY,
+    REGION_KEY,
+    TRACE_KEY,
+    OutputRecord,
+    StageTrace,
+    UpstreamOutputError,
+)
+from airflow_provider_finegrained.execution.measure import measure_external
+from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
+from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
+from airflow_provider_finegrained.runtime import driver
+from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
+from airflow_provider_finegrained.runtime.output import (
+    OutputError,
+    cleanup_uncommitted,
+    ensure_inside_root,
+    output_location,
+    read_committed,
+    stage_folder,
+)
+from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.process import SparkSubmitProcess
+from airflow_provider_finegrained.spark.submit import (
+    SubmitRequest,
+    build_spark_submit_command,
+    build_spark_submit_env,
+    is_secret_key,
+    redacted_command,
+)
+
+
+class RegionRunner:
+    """One run of a region for one try of its leader task."""
+
+    def __init__(self, leader: Any, plan: DagPlan, region: str, settings: Any, context: Any) -> None:
+        self.leader = leader
+        self.plan = plan
+        self.region = region
+        self.members = plan.regions[region]
+        self.settings = settings
+        self.context = context
+        self.ti = context["ti"]
+        self.dag = leader.dag
+        self.run_id: str = context["run_id"]
+        self.try_number: int = int(self.ti.try_number)
+        self.tasks = {m: self.dag.get_task(m) for m in self.members}
+        self.statuses: dict[str, StageStatus] = {}
+        self._process: SparkSubmitProcess | None = None
+        self._killed = False
+
+    # ------------------------------------------------------------------ public
+
+    def run(self) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
+        root = self.settings.storage_root
+        folder = os.path.join(
+            stage_folder(root, self.dag.dag_id, self.run_id, "_regions"), self.region, f"try={self.try_number}"
+        )
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)  # an earlier attempt with this try number was killed before it ended
+        os.makedirs(folder)
+        for member in self.members:
+            cleanup_uncommitted(stage_folder(root, self.dag.dag_id, self.run_id, member))
+            if member != self.leader.task_id:
+                self.tasks[member].render_template_fields(self.context)
+        inputs = {m: self._stage_inputs(m) for m in self.members}
+        decision = decide_region(self.plan, self.region, inputs, self._config_for, self.settings.cluster_profile())
+        job = self._job(decision, inputs, folder)
+        job_path = job.dump()
+        self.ti.xcom_push(
+            key=REGION_KEY,
+            value={
+                "region": self.region,
+                "folder": folder,
+                "leader": self.leader.task_id,
+                "try_number": self.try_number,
+                "stages": list(self.members),
+            },
+        )
+        result = self._submit(decision, job_path)
+        records: dict[str, OutputRecord] = {}
+        for member in self.members:
+            status = StageStatus.read(job.status_path(member))
+            self.statuses[member] = status or StageStatus(member, "not_run", error="the driver recorded no result")
+            trace = decision.traces[member]
+            trace.application_id = result.application_id or (status.application_id if status else None)
+            if status and status.output:
+                trace.output_bytes = sum(status.output["partition_bytes"])
+                trace.output_rows = status.output["rows"]
+            if status:
+                trace.started_at, trace.ended_at = status.started_at, status.ended_at
+            _write_json(os.path.join(folder, f"trace-{member}.json"), trace.to_xcom())
+            if status and status.state == "success":
+                records[member] = _record(member, status.output, self.try_number)
+        self._raise_for_failure(result)
+        return records, decision.traces
+
+    def log_lines(self, stage: str) -> list[str]:
+        status = self.statuses.get(stage)
+        return list(status.log) if status else []
+
+    def kill(self) -> None:
+        self._killed = True
+        if self._process is not None:
+            self._process.kill()
+
+    # ------------------------------------------------------------------ inputs and decisions
+
+    def _config_for(self, stage: str) -> ParallelismConfig:
+        plan = self.plan.stages[stage]
+        overrides = {
+            k: v
+            for k, v in (("min_parallelism", plan.min_parallelism), ("max_parallelism", plan.max_parallelism))
+            if v is not None
+        }
+        try:
+            config: ParallelismConfig = self.settings.parallelism_config(**overrides)
+        except ValueError as exc:
+            raise ValueError(f"stage {stage!r}: {exc}") from exc
+        return config
+
+    def _stage_inputs(self, stage: str) -> StageInputs:
+        upstream: dict[str, OutputRecord] = {}
+        upstream_parallelism: dict[str, int] = {}
+        for exchange in self.plan.stages[stage].inputs:
+            if exchange.producer in self.members:
+                continue
+            value = self.ti.xcom_pull(task_ids=exchange.producer, key=OUTPUT_KEY)
+            record = OutputRecord.from_xcom(value, upstream=exchange.producer, consumer=stage)
+            try:
+                read_committed(record.path)
+            except OutputError as exc:
+                raise UpstreamOutputError(
+                    f"stage {stage!r} reads from {exchange.producer!r}, whose output is not readable: {exc}; "
+                    f"clear and rerun {exchange.producer!r}"
+                ) from exc
+            upstream[exchange.input_name] = record
+            if exchange.distribution is Distribution.FORWARD:
+                trace = self.ti.xcom_pull(task_ids=exchange.producer, key=TRACE_KEY) or {}
+                if "parallelism" in trace:
+                    upstream_parallelism[exchange.input_name] = int(trace["parallelism"])
+        external = {}
+        broadcast = set()
+        for name, dataset in self.tasks[stage].external_inputs.items():
+            try:
+                external[name] = measure_external(dataset.path, dataset.format)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(f"stage {stage!r}, input {name!r}: {exc}") from exc
+            if dataset.broadcast:
+                broadcast.add(name)
+        return StageInputs(upstream, external, frozenset(broadcast), upstream_parallelism)
+
+    # ------------------------------------------------------------------ the job
+
+    def _job(self, decision: RegionDecision, inputs: Mapping[str, StageInputs], folder: str) -> RegionJob:
+        from pyspark import cloudpickle
+
+        stages = []
+        for member in self.members:
+            task = self.tasks[member]
+            refs = []
+            for exchange in self.plan.stages[member].inputs:
+                broadcast = exchange.distribution is Distribution.BROADCAST
+                if exchange.producer in self.members:
+                    refs.append(InputRef(exchange.input_name, "stage", stage=exchange.producer, broadcast=broadcast))
+                else:
+                    record = inputs[member].upstream[exchange.input_name]
+                    refs.append(
+                        InputRef(
+                            exchange.input_name,
+                            "committed",
+                            path=record.path,
+                            format=record.format,
+                            broadcast=broadcast,
+                        )
+                    )
+            for name, dataset in task.external_inputs.items():
+                refs.append(
+                    InputRef(
+                        name,
+                        "external",
+                        path=dataset.path,
+                        format=dataset.format,
+                        options=dict(dataset.options),
+                        broadcast=dataset.broadcast,
+                    )
+                )
+            callable_path = None
+            if task.python_callable is not None:
+                callable_path = os.path.join(folder, f"callable-{member}.pkl")
+                with open(callable_path, "wb") as handle:
+                    handle.write(_pickle_by_value(cloudpickle, task.python_callable))
+            needs_output = bool(decision.outside_consumers[member]) or not decision.in_region_consumers[member]
+            stages.append(
+                StageJob(
+                    name=member,
+                    inputs=refs,
+                    session_conf={
+                        **decision.sizing.stages[member].session_conf(),
+                        **self._adaptive_conf(member),
+                        **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
+                    },
+                    output_location=self._output_location(task) if needs_output or task.output_path else None,
+                    output_format=task.output_format,
+                    callable_path=callable_path,
+                    application=task.application,
+                    application_args=[str(a) for a in task.application_args],
+                    kwargs=dict(task.op_kwargs),
+                    handover=bool(decision.in_region_consumers[member]),
+                )
+            )
+        return RegionJob(
+            self.region, self.dag.dag_id, self.run_id, self.try_number, self.settings.storage_root, folder, stages
+        )
+
+    def _output_location(self, task: Any) -> str:
+        root = self.settings.storage_root
+        if task.output_path:
+            try:
+                return ensure_inside_root(root, task.output_path)
+            except ValueError as exc:
+                raise ValueError(
+                    f"stage {task.task_id!r}: output_path {task.output_path!r} is outside the storage root "
+                    f"{root!r}; give a path inside it or leave output_path unset"
+                ) from exc
+        return output_location(root, self.dag.dag_id, self.run_id, task.task_id, self.try_number)
+
+    def _adaptive_conf(self, stage: str) -> dict[str, str]:
+        if not self.settings.adaptive_query_execution:
+            return {"spark.sql.adaptive.enabled": "false"}
+        # AQE stays on as an in-query correction: the decided parallelism is an upper bound that AQE
+        # may coalesce towards the same bytes per task when filters leave less data than planned.
+        per_task = self._config_for(stage).avg_bytes_per_task
+        return {
+            "spark.sql.adaptive.enabled": "true",
+            "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+            "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(per_task),
+        }
+
+    def _application_conf(self, decision: RegionDecision) -> dict[str, str]:
+        conf = {"spark.ui.showConsoleProgress": "false", **decision.sizing.application_conf()}
+        conf.update({k: str(v) for k, v in self.settings.spark_conf.items()})
+        for member in self.members:
+            conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
+        return conf
+
+    # ------------------------------------------------------------------ submitting
+
+    def _submit(self, decision: RegionDecision, job_path: str) -> Any:
+        check_java(self.settings.java_home)
+        env = {"PYTHONUNBUFFERED": "1"}
+        if self.settings.java_home:
+            env["JAVA_HOME"] = self.settings.java_home
+        if self.settings.master.startswith("local"):
+            env.setdefault("SPARK_LOCAL_IP", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+        request = SubmitRequest(
+            application=os.path.abspath(driver.__file__),
+            master=self.settings.master,
+            deploy_mode=self.settings.deploy_mode,
+            name=f"{self.dag.dag_id}.{self.region}",
+            conf=self._application_conf(decision),
+            application_args=[job_path],
+            env=env,
+        )
+        command = build_spark_submit_command(request, self.settings.spark_home)
+        log = self.leader.log
+        log.info(
+            "Submitting region %s (%s) to %s: %s",
+            self.region,
+            ", ".join(self.members),
+            self.settings.master,
+            " ".join(redacted_command(command)),
+        )
+        process = SparkSubmitProcess(
+            command,
+            build_spark_submit_env(request, spark_home=self.settings.spark_home),
+            on_line=lambda line: log.info("%s", line),
+            app_id_callback=lambda app_id: log.info("Spark application id: %s", app_id),
+            timeout=self.leader.submit_timeout,
+        )
+        self._process = process
+        if self._killed:
+            raise RuntimeError(f"region {self.region} was killed before it was submitted")
+        process.start()
+        return process.wait()
+
+    def _raise_for_failure(self, result: Any) -> None:
+        from airflow_provider_finegrained.operators.spark_stage import StageFailedError
+
+        broken = next((s for s in self.statuses.values() if s.state == "failed"), None)
+        if broken is not None:
+            raise StageFailedError(
+                f"region {self.region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
+            )
+        if result.returncode != 0:
+            tail = "\n".join(result.tail[-20:])
+            raise StageFailedError(
+                f"region {self.region}: spark-submit exited with code {result.returncode} before the stages "
+                f"reported (stages {list(self.members)}); last output lines:\n{tail}"
+            )
+
+
+def _record(stage: str, output: Mapping[str, Any] | None, try_number: int) -> OutputRecord:
+    if output is None:
+        return OutputRecord(stage, "", "", [], 0, try_number, committed=False, in_memory_only=True)
+    return OutputRecord(
+        stage,
+        str(output["path"]),
+        str(output["format"]),
+        [int(b) for b in output["partition_bytes"]],
+        int(output["rows"]),
+        try_number,
+    )
+
+
+def _pickle_by_value(cloudpickle: Any, fn: Any) -> bytes:
+    """Pickle ``fn`` with the code of its module, so the driver needs no access to the DAG folder."""
+    import sys
+
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    by_value = module is not None and _is_user_module(module)
+    if by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        data: bytes = cloudpickle.dumps(fn)
+        return data
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _is_user_module(module: Any) -> bool:
+    path = getattr(module, "__file__", None) or ""
+    return bool(path) and "site-packages" not in path and not path.startswith(os.path.dirname(os.__file__))
+
+
+def _write_json(path: str, data: Any) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+__all__ = ["RegionRunner", "is_secret_key"]

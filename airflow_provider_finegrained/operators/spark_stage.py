@@ -1,0 +1,240 @@
+"""SparkStageOperator: one PySpark stage, sized from the bytes its upstream stages produced.
+
+A stage is a Python function ``fn(spark, **inputs) -> DataFrame`` or a PySpark application file using
+:mod:`airflow_provider_finegrained.runtime.api`. The first stage of a pipelined region (its leader)
+runs the whole region as one Spark application; every other stage of the region reports its own part
+(log lines, XCom) from the region's results, so no stage's code runs twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_finegrained.contract import OUTPUT_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
+from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
+from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
+from airflow_provider_finegrained.planning.units import format_bytes
+
+OUTPUT_FORMATS = ("parquet", "orc")
+_PLAN_CACHE: dict[int, DagPlan] = {}
+_PLAN_LOCK = threading.Lock()
+
+
+class StageFailedError(RuntimeError):
+    """A stage of a region failed; the message names the stage that broke."""
+
+
+def dag_plan(dag: Any) -> DagPlan:
+    """The DAG's parse-time plan, computed once per DAG object in this process."""
+    from airflow_provider_finegrained.dags.reader import read_dag
+
+    with _PLAN_LOCK:
+        plan = _PLAN_CACHE.get(id(dag))
+        if plan is None or plan.dag_id != dag.dag_id:
+            plan = _PLAN_CACHE[id(dag)] = read_dag(dag)
+        return plan
+
+
+class SparkStageOperator(StageDeclarationMixin, BaseOperator):
+    """Run one PySpark stage with parallelism, memory and executors decided from its input bytes.
+
+    :param python_callable: ``fn(spark, **inputs, **op_kwargs) -> DataFrame``; or give ``application``.
+    :param application: a PySpark file that reads ``current_stage().inputs`` and calls ``publish(df)``.
+    :param application_args: arguments for ``application`` (templated).
+    :param op_kwargs: extra keyword arguments for ``python_callable`` (templated).
+    :param inputs: input name to an upstream stage (operator, XComArg, task id or ``Input``) or an
+        ``ExternalDataset``.
+    :param resources: a ``ResourceSpec`` (or mapping of its fields); all stages of a DAG or none.
+    :param parallelism: a fixed parallelism instead of the adaptive decision.
+    :param min_parallelism: lower bound of the adaptive decision (default: the connection's).
+    :param max_parallelism: upper bound of the adaptive decision (default: the connection's).
+    :param slot_sharing_group: a named slot sharing group instead of the region's own.
+    :param memory_weight: weight in the region's memory split for stages without a ResourceSpec.
+    :param spark_conf: Spark settings for this stage (templated); ``spark.sql.*`` keys apply to this
+        stage only, others to its region's application.
+    :param output_format: ``parquet`` or ``orc``.
+    :param output_path: where to commit the output (templated; inside the storage root). Default:
+        ``<root>/<dag_id>/<run_id>/<task_id>/try=<n>``.
+    :param finegrained_spark_conn_id: the ``finegrained_spark`` connection (default: embedded local Spark).
+    :param submit_timeout: seconds before the Spark application is killed (also ends on task timeout).
+    """
+
+    template_fields: Sequence[str] = (
+        "application",
+        "application_args",
+        "op_kwargs",
+        "spark_conf",
+        "external_inputs",
+        "output_path",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json", "op_kwargs": "py"}
+    ui_color = "#fdd7a8"
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any] | None = None,
+        application: str | None = None,
+        application_args: Sequence[str] = (),
+        op_kwargs: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        resources: ResourceSpec | Mapping[str, Any] | None = None,
+        parallelism: int | None = None,
+        min_parallelism: int | None = None,
+        max_parallelism: int | None = None,
+        slot_sharing_group: str | None = None,
+        memory_weight: float = 1.0,
+        spark_conf: Mapping[str, str] | None = None,
+        output_format: str = "parquet",
+        output_path: str | None = None,
+        finegrained_spark_conn_id: str = FineGrainedSparkHook.default_conn_name,
+        submit_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (python_callable is None) == (application is None):
+            raise ValueError(f"stage {self.task_id!r}: give exactly one of python_callable and application")
+        if python_callable is not None and not callable(python_callable):
+            raise TypeError(f"stage {self.task_id!r}: python_callable must be callable, got {python_callable!r}")
+        if output_format not in OUTPUT_FORMATS:
+            raise ValueError(
+                f"stage {self.task_id!r}: output_format {output_format!r} is not one of {', '.join(OUTPUT_FORMATS)}"
+            )
+        self.python_callable = python_callable
+        self.application = application
+        self.application_args = list(application_args)
+        self.op_kwargs = dict(op_kwargs or {})
+        self.spark_conf = dict(spark_conf or {})
+        self.output_format = output_format
+        self.output_path = output_path
+        self.finegrained_spark_conn_id = finegrained_spark_conn_id
+        self.submit_timeout = submit_timeout
+        self._process: Any = None
+        self.declare_stage(
+            inputs=inputs,
+            resources=resources,
+            parallelism=parallelism,
+            min_parallelism=min_parallelism,
+            max_parallelism=max_parallelism,
+            slot_sharing_group=slot_sharing_group,
+            memory_weight=memory_weight,
+        )
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow_provider_finegrained.operators.region_runner import RegionRunner
+
+        plan = dag_plan(self.dag)
+        region = plan.stages[self.task_id].region
+        leader = plan.regions[region][0]
+        if self.task_id != leader:
+            return self._report_from_region(context, leader)
+        settings = FineGrainedSparkHook(self.finegrained_spark_conn_id).get_settings()
+        runner = RegionRunner(self, plan, region, settings, context)
+        self._process = runner
+        try:
+            records, traces = runner.run()
+        finally:
+            self._process = None
+        return self._publish(context, records[self.task_id], traces[self.task_id], runner.log_lines(self.task_id))
+
+    def on_kill(self) -> None:
+        runner = self._process
+        if runner is not None:
+            self.log.info("Task killed: stopping the Spark application and every process it started")
+            runner.kill()
+
+    def _report_from_region(self, context: Any, leader: str) -> dict[str, Any]:
+        from airflow_provider_finegrained.runtime.job import StageStatus
+
+        ti = context["ti"]
+        region_info = ti.xcom_pull(task_ids=leader, key=REGION_KEY)
+        if not region_info:
+            raise StageFailedError(
+                f"stage {self.task_id!r} runs inside the pipelined region led by {leader!r}, which has not run "
+                f"(no {REGION_KEY!r} XCom); run {leader!r} first"
+            )
+        folder = region_info["folder"]
+        status = StageStatus.read(os.path.join(folder, f"status-{self.task_id}.json"))
+        if status is None or status.state != "success":
+            reason = status.error if status is not None else "no result was recorded"
+            raise StageFailedError(f"stage {self.task_id!r} did not succeed in region run {folder}: {reason}")
+        with open(os.path.join(folder, f"trace-{self.task_id}.json"), encoding="utf-8") as handle:
+            trace = StageTrace.from_xcom(json.load(handle))
+        self.log.info("Ran in the Spark application of region %s (led by %s)", trace.region, leader)
+        record = _record_from_status(self.task_id, status.output, int(region_info["try_number"]))
+        return self._publish(context, record, trace, status.log)
+
+    def _publish(self, context: Any, record: OutputRecord, trace: StageTrace, lines: Sequence[str]) -> dict[str, Any]:
+        for line in lines:
+            self.log.info("%s", line)
+        self.log.info("%s", format_trace(trace, record))
+        ti = context["ti"]
+        ti.xcom_push(key=TRACE_KEY, value=trace.to_xcom())
+        value = record.to_xcom()
+        ti.xcom_push(key=OUTPUT_KEY, value=value)
+        return value
+
+
+def _record_from_status(stage: str, output: Mapping[str, Any] | None, try_number: int) -> OutputRecord:
+    if output is None:
+        return OutputRecord(stage, "", "", [], 0, try_number, committed=False, in_memory_only=True)
+    return OutputRecord(
+        stage=stage,
+        path=str(output["path"]),
+        format=str(output["format"]),
+        partition_bytes=[int(b) for b in output["partition_bytes"]],
+        rows=int(output["rows"]),
+        try_number=try_number,
+    )
+
+
+def format_trace(trace: StageTrace, record: OutputRecord) -> str:
+    """The decision trace as a short table for the task log."""
+    consumed = ", ".join(
+        f"{name} {format_bytes(size)}" + (" (broadcast)" if name in trace.broadcast_inputs else "")
+        for name, size in trace.consumed_bytes.items()
+    )
+    config = trace.config
+    output = (
+        "handed over in memory only"
+        if record.in_memory_only
+        else f"{record.rows} rows, {format_bytes(record.total_bytes)} in {len(record.partition_bytes)} files"
+    )
+    rows = [
+        ("region", f"{trace.region} (slot sharing group {trace.slot_sharing_group}, leader {trace.region_leader})"),
+        ("consumed", consumed or "nothing (source)"),
+        (
+            "config",
+            f"min {config.get('min_parallelism')}, max {config.get('max_parallelism')}, "
+            f"{format_bytes(config.get('avg_bytes_per_task', 0))} per task, "
+            f"broadcast ratio {config.get('max_broadcast_ratio')}",
+        ),
+        ("decided", f"{trace.decided_parallelism} ({trace.rule}; computed {trace.computed_parallelism})"),
+        (
+            "ran with",
+            f"{trace.parallelism} tasks in {trace.waves} wave(s)"
+            + (f"; {'; '.join(trace.sizing_notes)}" if trace.sizing_notes else ""),
+        ),
+        (
+            "executors",
+            f"{trace.executors} x {trace.executor_cores} cores, {format_bytes(trace.executor_memory)} "
+            f"(+{format_bytes(trace.memory_overhead)} overhead), spark.memory.fraction "
+            f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}",
+        ),
+        ("output", output),
+        ("application", trace.application_id or "-"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join([f"Decision trace for stage {trace.stage}:", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+
+
+def _python() -> str:
+    return sys.executable

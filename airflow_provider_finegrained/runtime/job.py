@@ -1,0 +1,109 @@
+"""The region job: what the operator hands the Spark driver (a JSON file), and what comes back.
+
+One region is one Spark application. The job lists its stages in order with their inputs and
+per-stage session settings; the driver writes one status file per stage into the job's folder.
+Pure Python: the operator writes it, the driver reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+InputSource = Literal["committed", "stage", "external"]
+StageState = Literal["success", "failed", "not_run"]
+
+
+@dataclass(frozen=True)
+class InputRef:
+    """One input of a stage: a committed upstream output, a stage of the same region, or external data."""
+
+    name: str
+    source: InputSource
+    path: str | None = None
+    format: str = "parquet"
+    stage: str | None = None
+    broadcast: bool = False
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageJob:
+    name: str
+    inputs: list[InputRef]
+    session_conf: dict[str, str]
+    output_location: str | None
+    """Where to commit the output; None when it is only handed over in memory."""
+    output_format: str = "parquet"
+    callable_path: str | None = None
+    """A cloudpickled ``fn(spark, **inputs, **kwargs) -> DataFrame``."""
+    application: str | None = None
+    """A PySpark application file using :mod:`airflow_provider_finegrained.runtime.api`."""
+    application_args: list[str] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    handover: bool = False
+    """Another stage of the region reads this output in memory: keep it cached."""
+
+
+@dataclass(frozen=True)
+class RegionJob:
+    region: str
+    dag_id: str
+    run_id: str
+    try_number: int
+    storage_root: str
+    folder: str
+    """Holds the job file, pickled callables and the per-stage status files."""
+    stages: list[StageJob]
+
+    def status_path(self, stage: str) -> str:
+        return os.path.join(self.folder, f"status-{stage}.json")
+
+    def dump(self) -> str:
+        path = os.path.join(self.folder, "job.json")
+        _write_json(path, asdict(self))
+        return path
+
+    @classmethod
+    def load(cls, path: str) -> RegionJob:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        stages = [StageJob(**{**s, "inputs": [InputRef(**i) for i in s["inputs"]]}) for s in data.pop("stages")]
+        return cls(**data, stages=stages)
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """What the driver reports for one stage."""
+
+    stage: str
+    state: StageState
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    traceback: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    application_id: str | None = None
+    log: list[str] = field(default_factory=list)
+
+    def write(self, path: str) -> None:
+        _write_json(path, asdict(self))
+
+    @classmethod
+    def read(cls, path: str) -> StageStatus | None:
+        if not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            data: Mapping[str, Any] = json.load(handle)
+        return cls(**data)
+
+
+def _write_json(path: str, data: Any) -> None:
+    # Write then rename: a reader polling for the file never sees half of it.
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, default=str)
+    os.replace(tmp, path)

@@ -1,0 +1,65 @@
+"""End-to-end fixtures: a migrated SQLite Airflow database and DAG files in the DAGs folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DAGS_FOLDER, REPO
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    airflow = str(Path(sys.executable).parent / "airflow")
+    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, env=os.environ.copy(), timeout=600)
+
+
+@pytest.fixture(scope="session")
+def storage_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded default's storage root lives under AIRFLOW_HOME; tests read outputs from it."""
+    return Path(os.environ["AIRFLOW_HOME"]) / "finegrained" / "storage"
+
+
+def install_dag_file(source: Path | str, name: str | None = None) -> Path:
+    """Copy an example DAG (and its helper modules) into the DAGs folder."""
+    source = Path(source)
+    target = DAGS_FOLDER / (name or source.name)
+    shutil.copy(source, target)
+    return target
+
+
+def write_dag_file(name: str, text: str) -> Path:
+    path = DAGS_FOLDER / name
+    path.write_text(text)
+    return path
+
+
+def load_dag(path: Path, dag_id: str) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(path), safe_mode=False)
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags[dag_id]
+
+
+def _install_examples() -> Path:
+    for name in ("hello_stages.py", "tpch_pipeline.py", "tpch_queries.py", "tpch_data.py"):
+        install_dag_file(REPO / "dags_examples" / name)
+    return DAGS_FOLDER
+
+
+@pytest.fixture
+def examples(airflow_db: None) -> Iterator[Path]:
+    yield _install_examples()
+
+
+@pytest.fixture(scope="module")
+def examples_module(airflow_db: None) -> Path:
+    return _install_examples()

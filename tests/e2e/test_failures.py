@@ -1,0 +1,142 @@
+"""Failures end to end: clear messages naming the stage, retries rerun the region, timeouts leave nothing."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from airflow_provider_finegrained.cli.report import stage_results
+from tests.e2e.conftest import load_dag, write_dag_file
+
+pytestmark = pytest.mark.slow
+
+HEADER = """
+import datetime, os, time
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_finegrained.dags.declaration import ExternalDataset, Input
+from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
+
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+"""
+
+
+def dag_file(name: str, body: str) -> Path:
+    return write_dag_file(f"{name}.py", HEADER + textwrap.dedent(body))
+
+
+def run_dag(path: Path, dag_id: str, **kwargs: Any) -> tuple[Any, dict[str, str]]:
+    run = load_dag(path, dag_id).test(**kwargs)
+    return run, {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def test_stage_errors_name_the_stage_and_reach_the_log(airflow_db: None, capfd: pytest.CaptureFixture[str]) -> None:
+    path = dag_file(
+        "bad_stages",
+        """
+        def raises(spark):
+            raise ValueError("the input looks wrong")
+
+        def returns_int(spark):
+            return 42
+
+        with DAG("bad_stages", schedule=None, start_date=START):
+            Stage(task_id="raises", python_callable=raises)
+            Stage(task_id="returns_int", python_callable=returns_int)
+    """,
+    )
+    _, states = run_dag(path, "bad_stages")
+    assert states == {"raises": "failed", "returns_int": "failed"}
+    log = capfd.readouterr()
+    text = log.out + log.err
+    assert "region region-1 failed in stage 'raises': ValueError: the input looks wrong" in text
+    assert 'raise ValueError("the input looks wrong")' in text  # the stage's own traceback
+    assert "stage 'returns_int' returned int, not a pyspark.sql.DataFrame" in text
+
+
+def test_bad_inputs_fail_before_spark_with_the_fix(airflow_db: None, capfd: pytest.CaptureFixture[str]) -> None:
+    path = dag_file(
+        "bad_inputs",
+        """
+        def passthrough(spark, data):
+            return data
+
+        def source(spark):
+            return spark.range(3)
+
+        with DAG("bad_inputs", schedule=None, start_date=START):
+            Stage(task_id="missing_file", python_callable=passthrough,
+                  inputs={"data": ExternalDataset("/nonexistent/finegrained/table.parquet")})
+            Stage(task_id="escapes_root", python_callable=source, output_path="/tmp/elsewhere")
+            failing = Stage(task_id="failing_upstream", python_callable=passthrough,
+                            inputs={"data": ExternalDataset("/nonexistent/other.parquet")})
+            Stage(task_id="reads_failed", python_callable=passthrough, inputs={"data": failing},
+                  trigger_rule="all_done")
+    """,
+    )
+    _, states = run_dag(path, "bad_inputs")
+    assert set(states.values()) == {"failed"}
+    text = "".join(capfd.readouterr())
+    missing = "/nonexistent/finegrained/table.parquet"
+    assert f"stage 'missing_file', input 'data': external input {missing} does not exist" in text
+    assert "stage 'escapes_root': output_path '/tmp/elsewhere' is outside the storage root" in text
+    assert "stage 'reads_failed' reads from 'failing_upstream', but 'failing_upstream' published no output" in text
+
+
+def test_retry_reruns_the_region_and_no_stage_runs_twice_per_try(airflow_db: None, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.txt"
+    path = dag_file(
+        "retry_region",
+        f"""
+        JOURNAL = {str(journal)!r}
+
+        def first(spark):
+            with open(JOURNAL, "a") as f:
+                f.write("first\\n")
+            return spark.range(100)
+
+        def second(spark, rows):
+            with open(JOURNAL, "a") as f:
+                f.write("second\\n")
+            if open(JOURNAL).read().count("second") == 1:
+                raise RuntimeError("transient failure")
+            return rows.selectExpr("id * 2 AS doubled")
+
+        with DAG("retry_region", schedule=None, start_date=START,
+                 default_args={{"retries": 1, "retry_delay": datetime.timedelta(seconds=0)}}):
+            a = Stage(task_id="first", python_callable=first)
+            Stage(task_id="second", python_callable=second, inputs={{"rows": Input(a, mode="pipelined")}})
+    """,
+    )
+    run, states = run_dag(path, "retry_region")
+    assert states == {"first": "success", "second": "success"}
+    # Try 1 ran both stages once and failed in 'second'; the retry reran the whole region once.
+    assert journal.read_text().split() == ["first", "second", "first", "second"]
+    _, results = stage_results("retry_region", run.run_id)
+    assert results["second"]["output"]["rows"] == 100
+    assert results["second"]["output"]["try_number"] == 2
+    assert results["first"]["trace"]["application_id"] == results["second"]["trace"]["application_id"]
+
+
+def test_task_timeout_ends_the_spark_application(airflow_db: None) -> None:
+    path = dag_file(
+        "timeout_stage",
+        """
+        def sleeps(spark):
+            time.sleep(600)
+            return spark.range(1)
+
+        with DAG("timeout_stage", schedule=None, start_date=START):
+            Stage(task_id="sleeps", python_callable=sleeps, execution_timeout=datetime.timedelta(seconds=40))
+    """,
+    )
+    _, states = run_dag(path, "timeout_stage")
+    assert states == {"sleeps": "failed"}
+    leftovers = [
+        p.info for p in psutil.process_iter(["pid", "cmdline"]) if "timeout_stage" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []

@@ -1,0 +1,29 @@
+"""The hello-world example end to end: real Airflow (dag.test) and real local Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_finegrained.cli.report import stage_results
+from tests.e2e.conftest import load_dag
+
+pytestmark = pytest.mark.slow
+
+
+def test_hello_stages_runs_and_publishes(examples: Path) -> None:
+    dag = load_dag(examples / "hello_stages.py", "hello_stages")
+    run = dag.test()
+    assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
+    _, results = stage_results("hello_stages", run.run_id)
+    assert set(results) == {"numbers", "squares"}
+    numbers, squares = results["numbers"], results["squares"]
+    # squares read exactly what numbers committed, and sized itself from those bytes.
+    assert squares["trace"]["consumed_bytes"] == {"numbers": numbers["output"]["total_bytes"]}
+    assert squares["trace"]["rule"] == "bytes / avg_bytes_per_task"
+    assert numbers["trace"]["rule"].startswith("source")
+    table = pq.read_table(squares["output"]["path"])
+    assert table.num_rows == 10_000 == squares["output"]["rows"]
+    assert sorted(table.column("square").to_pylist())[-1] == 9_999**2
