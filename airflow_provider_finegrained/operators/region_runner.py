@@ -59,7 +59,9 @@ class RegionRunner:
         self.dag = leader.dag
         self.run_id: str = context["run_id"]
         self.try_number: int = int(self.ti.try_number)
-        self.tasks = {m: self.dag.get_task(m) for m in self.members}
+        # The leader is the running (rendered) task object; the other members come from the DAG and
+        # have their templates rendered in run().
+        self.tasks = {m: leader if m == leader.task_id else self.dag.get_task(m) for m in self.members}
         self.statuses: dict[str, StageStatus] = {}
         self._process: SparkSubmitProcess | None = None
         self._killed = False

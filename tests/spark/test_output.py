@@ -286,3 +286,10 @@ def test_cleanup_uncommitted_removes_only_staging_folders(tmp_path: Path) -> Non
     assert read_committed(os.path.join(stage, "try=1")).rows == 1
     assert cleanup_uncommitted(stage) == []
     assert cleanup_uncommitted(str(tmp_path / "missing")) == []
+
+
+def test_runtime_api_outside_the_provider_says_how_it_is_meant_to_run() -> None:
+    from airflow_provider_finegrained.runtime.api import StageContextError, current_stage
+
+    with pytest.raises(StageContextError, match=r"only available when the provider runs this file as a stage"):
+        current_stage()
