@@ -125,6 +125,9 @@ class StageTrace:
     output_rows: int | None = None
     started_at: str | None = None
     ended_at: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent by the provider (inputs_s: XCom, commit checks, measuring; decide_s: planning)
+    against Spark (submit_s: the region's spark-submit wall time; spark_stage_s: the stage's own work)."""
 
     def to_xcom(self) -> dict[str, Any]:
         return {"version": CONTRACT_VERSION, **self.__dict__}

@@ -71,6 +71,24 @@ def run_time_decisions(specs: list[StageSpec], config: ParallelismConfig) -> int
     return total
 
 
+def linear_baseline(specs: list[StageSpec]) -> int:
+    """A pass any planner must make: index stages and group every edge by consumer and producer.
+
+    Its time shows what the machine's memory system does to a strictly linear pass at this size, so
+    the planner's time can be read against it (their ratio stays flat if planning is linear).
+    """
+    gc.disable()  # as plan_stages does, so both are measured the same way
+    by_name = {spec.name: spec for spec in specs}
+    consumers: dict[str, list[str]] = {}
+    producers: dict[str, list[str]] = {}
+    for spec in specs:
+        for stage_input in spec.inputs:
+            consumers.setdefault(stage_input.upstream, []).append(spec.name)
+            producers.setdefault(spec.name, []).append(by_name[stage_input.upstream].name)
+    gc.enable()
+    return len(consumers) + len(producers)
+
+
 def best_of(repeats: int, fn: Callable[[], object]) -> list[float]:
     times = []
     for _ in range(repeats):
@@ -101,6 +119,7 @@ def main() -> None:
         specs = generate(n)
         edges = sum(len(s.inputs) for s in specs)
         plan_times = best_of(args.repeats, lambda specs=specs: plan_stages(specs))
+        baseline_times = best_of(args.repeats, lambda specs=specs: linear_baseline(specs))
         decide_times = best_of(args.repeats, lambda specs=specs: run_time_decisions(specs, config))
         plan = plan_stages(specs)
         row = {
@@ -110,6 +129,8 @@ def main() -> None:
             "forward_groups": len(plan.forward_groups),
             "plan_seconds_median": statistics.median(plan_times),
             "plan_seconds": plan_times,
+            "baseline_seconds_median": statistics.median(baseline_times),
+            "plan_over_baseline": statistics.median(plan_times) / statistics.median(baseline_times),
             "decide_seconds_median": statistics.median(decide_times),
             "plan_peak_bytes": peak_memory(lambda specs=specs: plan_stages(specs)),
         }
@@ -132,11 +153,13 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "plan_scaling.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
     lines = [
-        "| stages | edges | regions | plan (median s) | decide all (median s) | plan peak memory |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| stages | edges | regions | plan (median s) | linear baseline (s) | plan / baseline | decide all (median s) "
+        "| plan peak memory |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {r['stages']:,} | {r['edges']:,} | {r['regions']:,} | {r['plan_seconds_median']:.3f} | "
+        f"{r['baseline_seconds_median']:.3f} | {r['plan_over_baseline']:.0f}x | "
         f"{r['decide_seconds_median']:.3f} | {r['plan_peak_bytes'] / 2**20:.1f} MiB |"
         for r in rows
     ]

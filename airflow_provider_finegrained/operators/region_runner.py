@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from airflow_provider_finegrained.contract import (
@@ -80,8 +82,12 @@ class RegionRunner:
             cleanup_uncommitted(stage_folder(root, self.dag.dag_id, self.run_id, member))
             if member != self.leader.task_id:
                 self.tasks[member].render_template_fields(self.context)
+        clock = time.perf_counter()
         inputs = {m: self._stage_inputs(m) for m in self.members}
+        timings = {"inputs_s": time.perf_counter() - clock}
+        clock = time.perf_counter()
         decision = decide_region(self.plan, self.region, inputs, self._config_for, self.settings.cluster_profile())
+        timings["decide_s"] = time.perf_counter() - clock
         job = self._job(decision, inputs, folder)
         job_path = job.dump()
         self.ti.xcom_push(
@@ -94,7 +100,9 @@ class RegionRunner:
                 "stages": list(self.members),
             },
         )
+        clock = time.perf_counter()
         result = self._submit(decision, job_path)
+        timings["submit_s"] = time.perf_counter() - clock
         records: dict[str, OutputRecord] = {}
         for member in self.members:
             status = StageStatus.read(job.status_path(member))
@@ -106,6 +114,7 @@ class RegionRunner:
                 trace.output_rows = status.output["rows"]
             if status:
                 trace.started_at, trace.ended_at = status.started_at, status.ended_at
+            trace.timings = {**timings, **_stage_seconds(status)}
             _write_json(os.path.join(folder, f"trace-{member}.json"), trace.to_xcom())
             if status and status.state == "success":
                 records[member] = _record(member, status.output, self.try_number)
@@ -315,6 +324,13 @@ class RegionRunner:
                 f"region {self.region}: spark-submit exited with code {result.returncode} before the stages "
                 f"reported (stages {list(self.members)}); last output lines:\n{tail}"
             )
+
+
+def _stage_seconds(status: StageStatus | None) -> dict[str, float]:
+    if status is None or not status.started_at or not status.ended_at:
+        return {}
+    started, ended = datetime.fromisoformat(status.started_at), datetime.fromisoformat(status.ended_at)
+    return {"spark_stage_s": (ended - started).total_seconds()}
 
 
 def _record(stage: str, output: Mapping[str, Any] | None, try_number: int) -> OutputRecord:
