@@ -35,7 +35,8 @@ def ours() -> list[str]:
     return [
         " ".join(p.info["cmdline"])[:200]
         for p in psutil.process_iter(["cmdline"])
-        if "killed_stage" in " ".join(p.info["cmdline"] or []) and "airflow tasks test" not in " ".join(p.info["cmdline"])
+        if "killed_stage" in " ".join(p.info["cmdline"] or [])
+        and "airflow tasks test" not in " ".join(p.info["cmdline"])
     ]
 
 
@@ -44,8 +45,12 @@ def test_sigterm_to_the_task_stops_the_application(airflow_db: None, tmp_path: P
     log = tmp_path / "task.log"
     airflow = str(Path(sys.executable).parent / "airflow")
     with log.open("w") as out:
-        task = subprocess.Popen([airflow, "tasks", "test", "killed_stage", "sleeps"], stdout=out,
-                                stderr=subprocess.STDOUT, env=os.environ.copy())
+        task = subprocess.Popen(
+            [airflow, "tasks", "test", "killed_stage", "sleeps"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+        )
     try:
         deadline = time.monotonic() + 240
         while "Spark application id" not in log.read_text():
