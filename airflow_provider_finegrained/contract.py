@@ -60,6 +60,20 @@ class OutputRecord:
         }
 
     @classmethod
+    def from_committed(cls, stage: str, output: Mapping[str, Any] | None, try_number: int) -> OutputRecord:
+        """The record of a stage from its committed output (the marker's fields), or an in-memory handover."""
+        if output is None:
+            return cls(stage, "", "", [], 0, try_number, committed=False, in_memory_only=True)
+        return cls(
+            stage=stage,
+            path=str(output["path"]),
+            format=str(output["format"]),
+            partition_bytes=[int(b) for b in output["partition_bytes"]],
+            rows=int(output["rows"]),
+            try_number=try_number,
+        )
+
+    @classmethod
     def from_xcom(cls, value: Any, *, upstream: str, consumer: str) -> OutputRecord:
         """Validate what an upstream pushed; errors name both stages and say what to do."""
         where = f"stage {consumer!r} reads from {upstream!r}, but"

@@ -7,7 +7,6 @@ stage's trace and result where the region's other tasks find them.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -27,7 +26,7 @@ from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.runtime import driver
-from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
+from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus, write_json
 from airflow_provider_finegrained.runtime.output import (
     OutputError,
     cleanup_uncommitted,
@@ -42,7 +41,6 @@ from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
     build_spark_submit_env,
-    is_secret_key,
     redacted_command,
 )
 
@@ -115,9 +113,9 @@ class RegionRunner:
             if status:
                 trace.started_at, trace.ended_at = status.started_at, status.ended_at
             trace.timings = {**timings, **_stage_seconds(status)}
-            _write_json(os.path.join(folder, f"trace-{member}.json"), trace.to_xcom())
+            write_json(os.path.join(folder, f"trace-{member}.json"), trace.to_xcom())
             if status and status.state == "success":
-                records[member] = _record(member, status.output, self.try_number)
+                records[member] = OutputRecord.from_committed(member, status.output, self.try_number)
         self._raise_for_failure(result)
         return records, decision.traces
 
@@ -333,19 +331,6 @@ def _stage_seconds(status: StageStatus | None) -> dict[str, float]:
     return {"spark_stage_s": (ended - started).total_seconds()}
 
 
-def _record(stage: str, output: Mapping[str, Any] | None, try_number: int) -> OutputRecord:
-    if output is None:
-        return OutputRecord(stage, "", "", [], 0, try_number, committed=False, in_memory_only=True)
-    return OutputRecord(
-        stage,
-        str(output["path"]),
-        str(output["format"]),
-        [int(b) for b in output["partition_bytes"]],
-        int(output["rows"]),
-        try_number,
-    )
-
-
 def _pickle_by_value(cloudpickle: Any, fn: Any) -> bytes:
     """Pickle ``fn`` with the code of its module, so the driver needs no access to the DAG folder."""
     import sys
@@ -365,13 +350,3 @@ def _pickle_by_value(cloudpickle: Any, fn: Any) -> bytes:
 def _is_user_module(module: Any) -> bool:
     path = getattr(module, "__file__", None) or ""
     return bool(path) and "site-packages" not in path and not path.startswith(os.path.dirname(os.__file__))
-
-
-def _write_json(path: str, data: Any) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, default=str)
-    os.replace(tmp, path)
-
-
-__all__ = ["RegionRunner", "is_secret_key"]

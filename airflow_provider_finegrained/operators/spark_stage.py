@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -169,7 +168,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         with open(os.path.join(folder, f"trace-{self.task_id}.json"), encoding="utf-8") as handle:
             trace = StageTrace.from_xcom(json.load(handle))
         self.log.info("Ran in the Spark application of region %s (led by %s)", trace.region, leader)
-        record = _record_from_status(self.task_id, status.output, int(region_info["try_number"]))
+        record = OutputRecord.from_committed(self.task_id, status.output, int(region_info["try_number"]))
         return self._publish(context, record, trace, status.log)
 
     def _publish(self, context: Any, record: OutputRecord, trace: StageTrace, lines: Sequence[str]) -> dict[str, Any]:
@@ -181,19 +180,6 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         value = record.to_xcom()
         ti.xcom_push(key=OUTPUT_KEY, value=value)
         return value
-
-
-def _record_from_status(stage: str, output: Mapping[str, Any] | None, try_number: int) -> OutputRecord:
-    if output is None:
-        return OutputRecord(stage, "", "", [], 0, try_number, committed=False, in_memory_only=True)
-    return OutputRecord(
-        stage=stage,
-        path=str(output["path"]),
-        format=str(output["format"]),
-        partition_bytes=[int(b) for b in output["partition_bytes"]],
-        rows=int(output["rows"]),
-        try_number=try_number,
-    )
 
 
 def format_trace(trace: StageTrace, record: OutputRecord) -> str:
@@ -234,7 +220,3 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"Decision trace for stage {trace.stage}:", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
-
-
-def _python() -> str:
-    return sys.executable

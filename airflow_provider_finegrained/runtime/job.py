@@ -64,7 +64,7 @@ class RegionJob:
 
     def dump(self) -> str:
         path = os.path.join(self.folder, "job.json")
-        _write_json(path, asdict(self))
+        write_json(path, asdict(self))
         return path
 
     @classmethod
@@ -90,7 +90,7 @@ class StageStatus:
     log: list[str] = field(default_factory=list)
 
     def write(self, path: str) -> None:
-        _write_json(path, asdict(self))
+        write_json(path, asdict(self))
 
     @classmethod
     def read(cls, path: str) -> StageStatus | None:
@@ -101,8 +101,8 @@ class StageStatus:
         return cls(**data)
 
 
-def _write_json(path: str, data: Any) -> None:
-    # Write then rename: a reader polling for the file never sees half of it.
+def write_json(path: str, data: Any) -> None:
+    """Write JSON atomically: a reader polling for the file never sees half of it."""
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=1, default=str)
