@@ -41,6 +41,7 @@ from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
     build_spark_submit_env,
+    is_secret_key,
     redacted_command,
 )
 
@@ -87,6 +88,12 @@ class RegionRunner:
         decision = decide_region(self.plan, self.region, inputs, self._config_for, self.settings.cluster_profile())
         timings["decide_s"] = time.perf_counter() - clock
         job = self._job(decision, inputs, folder)
+        app_conf = self._application_conf(decision)
+        for stage_job in job.stages:
+            effective = {**app_conf, **stage_job.session_conf}
+            decision.traces[stage_job.name].spark_conf = {
+                k: "***" if is_secret_key(k) else v for k, v in sorted(effective.items())
+            }
         job_path = job.dump()
         self.ti.xcom_push(
             key=REGION_KEY,
@@ -263,12 +270,13 @@ class RegionRunner:
 
     def _application_conf(self, decision: RegionDecision) -> dict[str, str]:
         conf = {"spark.ui.showConsoleProgress": "false", **decision.sizing.application_conf()}
+        if not decision.sizing.local:
+            # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
+            conf["spark.driver.memory"] = f"{self.settings.driver_memory // 2**20}m"
         conf.update({k: str(v) for k, v in self.settings.spark_conf.items()})
         for member in self.members:
             conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
         return conf
-
-    # ------------------------------------------------------------------ submitting
 
     def _submit(self, decision: RegionDecision, job_path: str) -> Any:
         check_java(self.settings.java_home)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -34,11 +35,14 @@ with DAG("app_and_resources", schedule=None, start_date=pendulum.datetime(2026, 
          params={{"threshold": 900}}):
     rows = Stage(task_id="numbers", python_callable=numbers, resources=SPEC)
     Stage(task_id="filtered", application={app!r}, application_args=["{{{{ params.threshold }}}}"],
-          inputs={{"rows": rows}}, resources=SPEC)
+          inputs={{"rows": rows}}, resources=SPEC,
+          spark_conf={{"spark.hadoop.fs.s3a.secret.key": "hunter2-not-for-logs"}})
 """
 
 
-def test_application_file_with_resource_specs(airflow_db: None, tmp_path: Path) -> None:
+def test_application_file_with_resource_specs(
+    airflow_db: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     app = tmp_path / "filter_app.py"
     app.write_text(APP)
     path = write_dag_file("app_and_resources.py", DAG.format(app=str(app)))
@@ -54,3 +58,8 @@ def test_application_file_with_resource_specs(airflow_db: None, tmp_path: Path) 
     assert trace["executor_memory"] == 1836 * 2**20
     assert round(trace["spark_memory_fraction"], 3) == 0.333
     assert trace["memory_fraction"] == 1.0  # alone in its region
+    # A secret in Spark conf reaches Spark but neither XCom nor the task log.
+    assert trace["spark_conf"]["spark.hadoop.fs.s3a.secret.key"] == "***"
+    assert trace["spark_conf"]["spark.driver.memory"] == "1836m"
+    assert "hunter2-not-for-logs" not in json.dumps(results)
+    assert "hunter2-not-for-logs" not in "".join(capfd.readouterr())
