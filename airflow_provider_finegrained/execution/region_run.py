@@ -9,7 +9,7 @@ consumed (its output is not materialized to measure).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from airflow_provider_finegrained.contract import OutputRecord, StageTrace
 from airflow_provider_finegrained.planning import (
@@ -71,6 +71,7 @@ def decide_region(
     decided: dict[str, int] = {}
     traces: dict[str, StageTrace] = {}
     demands: list[StageDemand] = []
+    forward_in_region: dict[str, str] = {}
     for name in members:
         stage = plan.stages[name]
         stage_inputs = inputs.get(name, StageInputs())
@@ -83,6 +84,8 @@ def decide_region(
             parallelism, rule = stage.fixed_parallelism, "fixed parallelism (stage or its forward group)"
         elif forward_from is not None:
             parallelism, rule = forward_from[1], f"forward edge: same as {forward_from[0]!r}"
+            if forward_from[0] in in_region:
+                forward_in_region[name] = forward_from[0]
         decided[name] = parallelism
         estimated_output[name] = sum(v for k, v in consumed_bytes.items() if k not in broadcast_names)
         demands.append(
@@ -118,6 +121,15 @@ def decide_region(
             memory_fraction=stage.memory_fraction,
         )
     sizing = size_region(demands, profile)
+    for name, producer in forward_in_region.items():
+        # Sizing may move the producer to even waves; a forward consumer keeps the producer's count.
+        ran_with = sizing.stages[producer]
+        sizing.stages[name] = replace(
+            sizing.stages[name],
+            parallelism=ran_with.parallelism,
+            waves=ran_with.waves,
+            tasks_per_executor=ran_with.tasks_per_executor,
+        )
     for name, trace in traces.items():
         stage_sizing = sizing.stages[name]
         trace.parallelism = stage_sizing.parallelism
