@@ -75,6 +75,10 @@ class StageDeclarationMixin:
                 continue
             stage_input = value if isinstance(value, Input) else Input(value)
             task = _upstream_task(stage_input.upstream)
+            dag = getattr(self, "dag", None)
+            if task is None and isinstance(stage_input.upstream, str) and dag is not None:
+                # A task id of a stage defined earlier is wired like the operator itself.
+                task = dag.task_dict.get(stage_input.upstream)
             if task is not None:
                 upstream_id = task.task_id
                 task.set_downstream(self)

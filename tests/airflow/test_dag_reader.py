@@ -146,3 +146,18 @@ def test_two_stages_writing_the_same_path_are_rejected() -> None:
         SparkStageOperator(task_id="b", python_callable=print, output_path="shared/out")
     with pytest.raises(StageGraphError, match="stages 'a' and 'b' both write output_path 'shared/out'"):
         read_dag(dag)
+
+
+def test_region_leader_runs_after_every_blocking_input_of_its_members() -> None:
+    with DAG("reader_region_wiring", schedule=None, start_date=START) as dag:
+        a = Stage(task_id="a")
+        c = Stage(task_id="c")
+        Stage(task_id="b", inputs={"x": Input(a, mode="pipelined"), "y": c})
+        a2 = Stage(task_id="a2")
+        Stage(task_id="d", inputs={"x": Input("b", mode="pipelined"), "z": Input(a2, mode="pipelined")})
+    plan = read_dag(dag)
+    # a, b, a2 and d form one region led by 'a' (the first created); c is a blocking input of b.
+    assert plan.regions[plan.stages["a"].region] == ("a", "b", "a2", "d")
+    assert "c" in dag.get_task("a").upstream_task_ids  # the leader waits for its members' blocking inputs
+    assert "a" in dag.get_task("a2").upstream_task_ids  # every member runs after the leader
+    assert {"a", "b", "a2"} <= dag.get_task("d").get_flat_relative_ids(upstream=True)
