@@ -47,6 +47,23 @@ def _upstream_task(value: Any) -> Any | None:
     return value if hasattr(value, "task_id") and hasattr(value, "set_downstream") else None
 
 
+DECLARATION_ARGS = (
+    "inputs",
+    "resources",
+    "parallelism",
+    "min_parallelism",
+    "max_parallelism",
+    "slot_sharing_group",
+    "memory_weight",
+)
+"""The keyword arguments every stage operator accepts for its declaration (see ``declare_stage``)."""
+
+
+def pop_declaration(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the declaration arguments out of an operator's keyword arguments."""
+    return {name: kwargs.pop(name) for name in DECLARATION_ARGS if name in kwargs}
+
+
 class StageDeclarationMixin:
     """Builds ``stage_spec`` for a BaseOperator subclass; call :meth:`declare_stage` in ``__init__``."""
 

@@ -2,41 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 
-from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
-from airflow_provider_finegrained.planning import ResourceSpec
+from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin, pop_declaration
 
 
 class DeclaredStageOperator(StageDeclarationMixin, EmptyOperator):
     """Declare a stage's inputs, resources and parallelism bounds, and run nothing.
 
     Use it to lay out and plan a DAG (``python -m airflow_provider_finegrained plan``) before its
-    stage code exists; it accepts the same declaration arguments as the Spark stage operator.
+    stage code exists. It takes the declaration arguments of ``SparkStageOperator`` (``inputs``,
+    ``resources``, ``parallelism``, ``min_parallelism``, ``max_parallelism``, ``slot_sharing_group``,
+    ``memory_weight``) and any ``BaseOperator`` argument.
     """
 
-    def __init__(
-        self,
-        *,
-        inputs: Mapping[str, Any] | None = None,
-        resources: ResourceSpec | Mapping[str, Any] | None = None,
-        parallelism: int | None = None,
-        min_parallelism: int | None = None,
-        max_parallelism: int | None = None,
-        slot_sharing_group: str | None = None,
-        memory_weight: float = 1.0,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        declaration = pop_declaration(kwargs)
         super().__init__(**kwargs)
-        self.declare_stage(
-            inputs=inputs,
-            resources=resources,
-            parallelism=parallelism,
-            min_parallelism=min_parallelism,
-            max_parallelism=max_parallelism,
-            slot_sharing_group=slot_sharing_group,
-            memory_weight=memory_weight,
-        )
+        self.declare_stage(**declaration)
