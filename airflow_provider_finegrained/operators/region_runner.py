@@ -26,7 +26,7 @@ from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.runtime import driver
-from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus, write_json
+from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus, trace_path, write_json
 from airflow_provider_finegrained.runtime.output import (
     OutputError,
     cleanup_uncommitted,
@@ -106,7 +106,7 @@ class RegionRunner:
             },
         )
         clock = time.perf_counter()
-        result = self._submit(decision, job_path)
+        result = self._submit(app_conf, job_path)
         timings["submit_s"] = time.perf_counter() - clock
         records: dict[str, OutputRecord] = {}
         for member in self.members:
@@ -120,7 +120,7 @@ class RegionRunner:
             if status:
                 trace.started_at, trace.ended_at = status.started_at, status.ended_at
             trace.timings = {**timings, **_stage_seconds(status)}
-            write_json(os.path.join(folder, f"trace-{member}.json"), trace.to_xcom())
+            write_json(trace_path(folder, member), trace.to_xcom())
             if status and status.state == "success":
                 records[member] = OutputRecord.from_committed(member, status.output, self.try_number)
         self._raise_for_failure(result)
@@ -278,7 +278,7 @@ class RegionRunner:
             conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
         return conf
 
-    def _submit(self, decision: RegionDecision, job_path: str) -> Any:
+    def _submit(self, app_conf: dict[str, str], job_path: str) -> Any:
         check_java(self.settings.java_home)
         env = {"PYTHONUNBUFFERED": "1"}
         if self.settings.java_home:
@@ -290,7 +290,7 @@ class RegionRunner:
             master=self.settings.master,
             deploy_mode=self.settings.deploy_mode,
             name=f"{self.dag.dag_id}.{self.region}",
-            conf=self._application_conf(decision),
+            conf=app_conf,
             application_args=[job_path],
             env=env,
         )

@@ -9,7 +9,6 @@ runs the whole region as one Spark application; every other stage of the region 
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -151,7 +150,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             runner.kill()
 
     def _report_from_region(self, context: Any, leader: str) -> dict[str, Any]:
-        from airflow_provider_finegrained.runtime.job import StageStatus
+        from airflow_provider_finegrained.runtime.job import StageStatus, status_path, trace_path
 
         ti = context["ti"]
         region_info = ti.xcom_pull(task_ids=leader, key=REGION_KEY)
@@ -161,11 +160,11 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
                 f"(no {REGION_KEY!r} XCom); run {leader!r} first"
             )
         folder = region_info["folder"]
-        status = StageStatus.read(os.path.join(folder, f"status-{self.task_id}.json"))
+        status = StageStatus.read(status_path(folder, self.task_id))
         if status is None or status.state != "success":
             reason = status.error if status is not None else "no result was recorded"
             raise StageFailedError(f"stage {self.task_id!r} did not succeed in region run {folder}: {reason}")
-        with open(os.path.join(folder, f"trace-{self.task_id}.json"), encoding="utf-8") as handle:
+        with open(trace_path(folder, self.task_id), encoding="utf-8") as handle:
             trace = StageTrace.from_xcom(json.load(handle))
         self.log.info("Ran in the Spark application of region %s (led by %s)", trace.region, leader)
         record = OutputRecord.from_committed(self.task_id, status.output, int(region_info["try_number"]))

@@ -17,6 +17,16 @@ InputSource = Literal["committed", "stage", "external"]
 StageState = Literal["success", "failed", "not_run"]
 
 
+def status_path(folder: str, stage: str) -> str:
+    """Where the driver reports one stage's result in a region's job folder."""
+    return os.path.join(folder, f"status-{stage}.json")
+
+
+def trace_path(folder: str, stage: str) -> str:
+    """Where the leader leaves one stage's decision trace for that stage's own task."""
+    return os.path.join(folder, f"trace-{stage}.json")
+
+
 @dataclass(frozen=True)
 class InputRef:
     """One input of a stage: a committed upstream output, a stage of the same region, or external data."""
@@ -60,7 +70,7 @@ class RegionJob:
     stages: list[StageJob]
 
     def status_path(self, stage: str) -> str:
-        return os.path.join(self.folder, f"status-{stage}.json")
+        return status_path(self.folder, stage)
 
     def dump(self) -> str:
         path = os.path.join(self.folder, "job.json")
