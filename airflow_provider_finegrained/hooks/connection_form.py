@@ -55,8 +55,9 @@ FIELDS: Final[tuple[FormField, ...]] = (
     _f(
         "deploy_mode",
         "Deploy mode",
-        "Where the Spark driver runs: 'client' (in the Airflow task) or 'cluster' (in the cluster; "
-        "YARN and Kubernetes only: local masters and Python applications on standalone refuse it).",
+        "Where the Spark driver runs: 'client' (in the Airflow task) or 'cluster' (on the cluster: standalone, "
+        "YARN, Kubernetes; the task follows the driver and kills it when the task is killed). Local masters "
+        "take 'client' only.",
         "client",
         "choice",
         "client",
@@ -264,6 +265,35 @@ FIELDS: Final[tuple[FormField, ...]] = (
         "number",
         "none",
         minimum=0,
+    ),
+    _f(
+        "yarn_resourcemanager_url",
+        "YARN ResourceManager URL",
+        "YARN only: the ResourceManager's web address, whose REST API (/ws/v1/cluster/nodes, /metrics) tells the "
+        "free capacity before a region is submitted. Unset: the declared total_cores/total_memory are used.",
+        "http://resourcemanager:8088",
+        "string",
+        "none (declared capacity)",
+    ),
+    _f(
+        "capacity_wait_timeout",
+        "Capacity wait timeout (s)",
+        "When not even a region's minimum fits the free capacity, its task waits (deferred, holding no worker "
+        "slot) this many seconds for capacity to free, then fails naming what it asked and what was free. "
+        "0 fails at once.",
+        "3600",
+        "number",
+        "3600",
+        minimum=0,
+    ),
+    _f(
+        "capacity_poll_interval",
+        "Capacity poll interval (s)",
+        "How often a waiting region asks the cluster for its free capacity.",
+        "15",
+        "number",
+        "15",
+        minimum=0.1,
     ),
 )
 

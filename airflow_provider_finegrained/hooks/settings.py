@@ -397,10 +397,13 @@ _COERCE: Final[Mapping[str, Callable[[str, object], object]]] = MappingProxyType
         "max_memory": _optional(lambda w, r: _byte_size(w, r)),
         "min_cpu": _optional(lambda w, r: _number(w, r, minimum=0)),
         "max_cpu": _optional(lambda w, r: _number(w, r, minimum=0)),
+        "yarn_resourcemanager_url": _optional(_http_url),
+        "capacity_wait_timeout": lambda w, r: _number(w, r, minimum=0),
+        "capacity_poll_interval": lambda w, r: _number(w, r, minimum=0.1),
     }
 )
 _RESOURCE_BOUNDS: Final = ("min_slots", "max_slots", "min_cpu", "max_cpu", "min_memory", "max_memory")
-_URL_FIELDS: Final = ("master", "storage_root", "master_webui_url")
+_URL_FIELDS: Final = ("master", "storage_root", "master_webui_url", "yarn_resourcemanager_url")
 _NO_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
@@ -437,6 +440,10 @@ class ConnectionSettings:
     max_memory: int | None = None
     min_cpu: float | None = None
     max_cpu: float | None = None
+    yarn_resourcemanager_url: str | None = None
+    capacity_wait_timeout: float = 3600.0
+    """Seconds a region waits (deferred) for free capacity before it fails; 0 fails at once."""
+    capacity_poll_interval: float = 15.0
     secret_conf_keys: frozenset[str] = field(init=False, default=frozenset())
     """Keys of ``spark_conf`` whose values are secrets (derived)."""
 
@@ -626,11 +633,6 @@ class ConnectionSettings:
             problems.append(
                 f"deploy_mode: 'cluster' is not possible with master {self.master!r} "
                 "(Spark runs local masters in the submitting process); allowed: 'client'"
-            )
-        if self.deploy_mode == "cluster" and info.kind == "standalone":
-            problems.append(
-                f"deploy_mode: 'cluster' is not supported for Python applications on a standalone master "
-                f"({self.master!r}); allowed: 'client'"
             )
         if info.kind == "local" and info.threads is not None and self.total_cores > info.threads:
             problems.append(

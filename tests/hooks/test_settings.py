@@ -328,6 +328,10 @@ def test_port_field_completes_a_standalone_host() -> None:
         ("spark_conf", {"spark.a": None}, "spark_conf: the value of 'spark.a' is None"),
         ("spark_home", "opt/spark", "spark_home: 'opt/spark' is not an absolute path"),
         ("java_home", "jdk17", "java_home: 'jdk17' is not an absolute path"),
+        ("yarn_resourcemanager_url", "rm:8088", "yarn_resourcemanager_url: 'rm:8088' is not an http(s) URL"),
+        ("capacity_wait_timeout", "-1", "capacity_wait_timeout: '-1' is out of range"),
+        ("capacity_wait_timeout", "soon", "capacity_wait_timeout: 'soon' is not a number"),
+        ("capacity_poll_interval", "0", "capacity_poll_interval: '0' is out of range"),
         ("master_webui_url", "127.0.0.1:8080", "master_webui_url: '127.0.0.1:8080' is not an http(s) URL"),
         ("min_slots", "-1", "min_slots: '-1' is out of range; allowed: an integer >= 0"),
         ("max_slots", "many", "max_slots: 'many' is not an integer"),
@@ -387,13 +391,8 @@ def test_cluster_deploy_mode_with_a_local_master_is_refused(master: str) -> None
     assert "allowed: 'client'" in message
 
 
-def test_cluster_deploy_mode_on_standalone_is_refused_for_python() -> None:
-    message = problems(STANDALONE, deploy_mode="cluster", total_cores=4)
-    assert "deploy_mode: 'cluster' is not supported for Python applications on a standalone master" in message
-
-
-@pytest.mark.parametrize("master", ["yarn", "k8s://https://10.0.0.1:6443"])
-def test_cluster_deploy_mode_on_yarn_and_kubernetes(master: str) -> None:
+@pytest.mark.parametrize("master", [STANDALONE, "yarn", "k8s://https://10.0.0.1:6443"])
+def test_cluster_deploy_mode_on_cluster_managers(master: str) -> None:
     assert parse(master, deploy_mode="cluster", total_cores=8).deploy_mode == "cluster"
 
 
