@@ -14,7 +14,7 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_finegrained.runtime import api
+from airflow_provider_finegrained.runtime import api, spark_status
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
 from airflow_provider_finegrained.runtime.output import write_and_commit
 
@@ -44,7 +44,8 @@ def main(argv: list[str]) -> int:
 def run_region(job: RegionJob) -> int:
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(f"{job.dag_id}.{job.region}").getOrCreate()
+    # The application name comes from spark-submit (--name), which names the region's run and try.
+    spark = SparkSession.builder.getOrCreate()
     app_id = spark.sparkContext.applicationId
     print(f"{LOG_PREFIX} region {job.region}: application {app_id}, stages {[s.name for s in job.stages]}", flush=True)
     frames: dict[str, Any] = {}
@@ -73,6 +74,7 @@ def _run_stage(spark: Any, job: RegionJob, stage: StageJob, frames: dict[str, An
     log = StageLog(stage.name)
     started = _now()
     log("started")
+    spark.sparkContext.setJobGroup(stage.name, f"stage {stage.name} of region {job.region}")
     try:
         for key, value in stage.session_conf.items():
             spark.conf.set(key, value)
@@ -89,15 +91,18 @@ def _run_stage(spark: Any, job: RegionJob, stage: StageJob, frames: dict[str, An
         else:
             log("output handed over in memory")
         frames[stage.name] = result
+        ended = _now()
+        tasks = _task_report(spark, stage.name, log)
         log("finished")
         return StageStatus(
             stage.name,
             "success",
             output=output,
             started_at=started,
-            ended_at=_now(),
+            ended_at=ended,
             application_id=app_id,
             log=log.lines,
+            spark_tasks=tasks,
         )
     except BaseException as exc:  # every failure, even KeyboardInterrupt, is reported to the stage's task
         trace = traceback.format_exc()
@@ -113,6 +118,18 @@ def _run_stage(spark: Any, job: RegionJob, stage: StageJob, frames: dict[str, An
             application_id=app_id,
             log=log.lines,
         )
+
+
+def _task_report(spark: Any, stage: str, log: StageLog) -> dict[str, Any] | None:
+    try:
+        report = spark_status.collect(spark, stage)
+    except Exception as exc:  # a measurement must never fail the stage it measures
+        log(f"could not read Spark's task report: {type(exc).__name__}: {exc}")
+        return None
+    if report is None:
+        return None
+    log(f"ran {report.total_tasks} Spark tasks on {len(report.executors)} executor(s)")
+    return report.to_dict()
 
 
 def _load_input(spark: Any, ref: InputRef, frames: dict[str, Any]) -> Any:

@@ -98,6 +98,8 @@ class StageStatus:
     ended_at: str | None = None
     application_id: str | None = None
     log: list[str] = field(default_factory=list)
+    spark_tasks: dict[str, Any] | None = None
+    """Spark's own report of the stage's tasks (``spark_status.StageTaskReport.to_dict``)."""
 
     def write(self, path: str) -> None:
         write_json(path, asdict(self))

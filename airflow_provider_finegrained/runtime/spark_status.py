@@ -1,0 +1,112 @@
+"""What Spark itself reports about a stage's work, read from the driver's status REST API.
+
+Each region stage runs its Spark jobs under a job group named after the stage; afterwards the
+driver asks its own UI (``/api/v1``) which Spark stages those jobs ran, how many tasks each executor
+ran and how much time and CPU they took. This is Spark's own measurement of balance (FLIP-370),
+kept in the stage's status and trace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_DONE = frozenset({"COMPLETE", "SKIPPED", "FAILED"})
+
+
+@dataclass(frozen=True)
+class SparkStageTasks:
+    """One Spark stage (attempt) of a region stage: its tasks and which executors ran them."""
+
+    stage_id: int
+    attempt: int
+    status: str
+    tasks: int
+    per_executor: dict[str, int]
+    """Succeeded tasks by executor id."""
+    run_time_s: float
+    cpu_time_s: float
+
+
+@dataclass(frozen=True)
+class StageTaskReport:
+    """Spark's own account of a region stage: its Spark stages and the executors that were alive."""
+
+    executors: list[str]
+    spark_stages: list[SparkStageTasks] = field(default_factory=list)
+
+    @property
+    def total_tasks(self) -> int:
+        return sum(s.tasks for s in self.spark_stages if s.status != "SKIPPED")
+
+    @property
+    def cpu_time_s(self) -> float:
+        return sum(s.cpu_time_s for s in self.spark_stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"executors": self.executors, "spark_stages": [asdict(s) for s in self.spark_stages]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StageTaskReport:
+        return cls(list(data["executors"]), [SparkStageTasks(**s) for s in data.get("spark_stages", [])])
+
+
+def task_spread(report: StageTaskReport, stage: SparkStageTasks) -> tuple[int, int]:
+    """(fewest, most) succeeded tasks an alive executor ran in ``stage`` (executors that ran none count as 0)."""
+    counts = [stage.per_executor.get(e, 0) for e in report.executors] or [0]
+    ran_elsewhere = [n for e, n in stage.per_executor.items() if e not in report.executors]
+    counts += ran_elsewhere  # an executor lost during the stage still ran its tasks
+    return min(counts), max(counts)
+
+
+def parse_stage_attempts(attempts: Iterable[Mapping[str, Any]]) -> list[SparkStageTasks]:
+    """The attempts of one Spark stage as ``/api/v1/applications/<app>/stages/<id>`` lists them."""
+    return [
+        SparkStageTasks(
+            stage_id=int(a["stageId"]),
+            attempt=int(a.get("attemptId", 0)),
+            status=str(a["status"]),
+            tasks=int(a["numTasks"]),
+            per_executor={k: int(v.get("succeededTasks", 0)) for k, v in (a.get("executorSummary") or {}).items()},
+            run_time_s=int(a.get("executorRunTime", 0)) / 1000,
+            cpu_time_s=int(a.get("executorCpuTime", 0)) / 1e9,
+        )
+        for a in attempts
+    ]
+
+
+def collect(spark: Any, group: str, timeout_s: float = 10.0) -> StageTaskReport | None:
+    """Spark's report of the jobs run under job group ``group``; None when the UI is off."""
+    sc = spark.sparkContext
+    ui = sc.uiWebUrl
+    if not ui:
+        return None
+    base = f"{ui}/api/v1/applications/{sc.applicationId}"
+    tracker = sc.statusTracker()
+    stage_ids = sorted(
+        {s for job in tracker.getJobIdsForGroup(group) if (info := tracker.getJobInfo(job)) for s in info.stageIds}
+    )
+    return _report(lambda path: _get_json(base + path), stage_ids, timeout_s)
+
+
+def _report(get: Callable[[str], Any], stage_ids: list[int], timeout_s: float) -> StageTaskReport:
+    # The status store is filled by Spark's listener bus after the job ends: wait for it to settle.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stages = [a for sid in stage_ids for a in parse_stage_attempts(get(f"/stages/{sid}"))]
+        if all(s.status in _DONE for s in stages) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    alive = sorted(e["id"] for e in get("/executors") if e.get("isActive", True))
+    # On a cluster the driver is listed too but runs no tasks; in local mode it is the only executor.
+    executors = [e for e in alive if e != "driver"] or alive
+    return StageTaskReport(executors, stages)
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read().decode("utf-8"))
