@@ -139,6 +139,11 @@ class StageTrace:
     output_rows: int | None = None
     started_at: str | None = None
     ended_at: str | None = None
+    capacity: dict[str, Any] = field(default_factory=dict)
+    """The declarative-resources step: ``outcome`` (as_requested, reduced, waited), what was asked, what
+    was free (``message``), ``source`` of the capacity figures and ``waited_s`` when it had to wait."""
+    spark_tasks: dict[str, Any] | None = None
+    """Spark's own report of the stage's tasks per executor (``runtime.spark_status``)."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent by the provider (inputs_s: XCom, commit checks, measuring; decide_s: planning)
     against Spark (submit_s: the region's spark-submit wall time; spark_stage_s: the stage's own work)."""

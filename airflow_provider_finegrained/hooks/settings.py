@@ -495,8 +495,26 @@ class ConnectionSettings:
         params.update(overrides)
         return ParallelismConfig(**params)
 
+    def resource_bounds(self) -> ResourceBounds:
+        """The minimum and maximum resources of the connection (unset: no bound)."""
+        return ResourceBounds(
+            min_slots=self.min_slots or 0,
+            max_slots=self.max_slots,
+            min_cpu=self.min_cpu or 0,
+            max_cpu=self.max_cpu,
+            min_memory=self.min_memory or 0,
+            max_memory=self.max_memory,
+        )
+
     def cluster_profile(self) -> ClusterProfile:
-        """What one application may use; in local mode the driver's memory is the executors' memory."""
+        """What one application may use (capped by the maximum resources); in local mode the driver's
+        memory is the executors' memory."""
+        cores, memory = self.total_cores, self.total_memory
+        for cap in (self.max_slots, None if self.max_cpu is None else math.floor(self.max_cpu)):
+            if cap is not None:
+                cores = max(1, min(cores, cap))
+        if self.max_memory is not None:
+            memory = max(1, min(memory, self.max_memory))
         if self.is_local:
             return ClusterProfile(
                 total_cores=self.total_cores,
@@ -506,8 +524,8 @@ class ConnectionSettings:
                 local=True,
             )
         return ClusterProfile(
-            total_cores=self.total_cores,
-            total_memory=self.total_memory,
+            total_cores=cores,
+            total_memory=memory,
             executor_cores=self.executor_cores,
             executor_memory=self.executor_memory,
             local=False,
@@ -698,17 +716,7 @@ class ConnectionSettings:
             slots=profile.executor_cores, cpu=float(profile.executor_cores), memory=profile.executor_memory
         )
         try:
-            check_resource_stability(
-                ResourceBounds(
-                    min_slots=self.min_slots or 0,
-                    max_slots=self.max_slots,
-                    min_cpu=self.min_cpu or 0,
-                    max_cpu=self.max_cpu,
-                    min_memory=self.min_memory or 0,
-                    max_memory=self.max_memory,
-                ),
-                worker,
-            )
+            check_resource_stability(self.resource_bounds(), worker)
         except ValueError as exc:
             return [f"{', '.join(set_names)}: {exc}"]
         return []

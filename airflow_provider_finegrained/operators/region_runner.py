@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
     OUTPUT_KEY,
     REGION_KEY,
@@ -22,9 +23,21 @@ from airflow_provider_finegrained.contract import (
     StageTrace,
     UpstreamOutputError,
 )
+from airflow_provider_finegrained.execution.capacity_gate import (
+    CapacityImpossible,
+    CapacityWait,
+    Grant,
+    acquire,
+    capacity_source,
+    minimum_resources_conf,
+    minimum_slots,
+    reduced_profile,
+    region_request,
+)
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
+from airflow_provider_finegrained.planning.capacity import CapacityOutcome, ExecutorRequest
 from airflow_provider_finegrained.runtime import driver
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus, trace_path, write_json
 from airflow_provider_finegrained.runtime.output import (
@@ -49,7 +62,15 @@ from airflow_provider_finegrained.spark.submit import (
 class RegionRunner:
     """One run of a region for one try of its leader task."""
 
-    def __init__(self, leader: Any, plan: DagPlan, region: str, settings: Any, context: Any) -> None:
+    def __init__(
+        self,
+        leader: Any,
+        plan: DagPlan,
+        region: str,
+        settings: Any,
+        context: Any,
+        waited_since: float | None = None,
+    ) -> None:
         self.leader = leader
         self.plan = plan
         self.region = region
@@ -66,6 +87,8 @@ class RegionRunner:
         self.statuses: dict[str, StageStatus] = {}
         self._process: SparkSubmitProcess | None = None
         self._killed = False
+        self.waited_since = waited_since
+        self.app_name = f"{self.dag.dag_id}.{region} [{self.run_id} try {self.try_number}]"
 
     # ------------------------------------------------------------------ public
 
@@ -85,8 +108,28 @@ class RegionRunner:
         inputs = {m: self._stage_inputs(m) for m in self.members}
         timings = {"inputs_s": time.perf_counter() - clock}
         clock = time.perf_counter()
-        decision = decide_region(self.plan, self.region, inputs, self._config_for, self.settings.cluster_profile())
-        timings["decide_s"] = time.perf_counter() - clock
+        profile = self.settings.cluster_profile()
+        decision = decide_region(self.plan, self.region, inputs, self._config_for, profile)
+        grant = self._acquire(decision)
+        try:
+            if grant.decision.outcome is CapacityOutcome.REDUCED:
+                smaller = reduced_profile(profile, self._request(decision), grant.decision.executors)
+                decision = decide_region(self.plan, self.region, inputs, self._config_for, smaller)
+            timings["decide_s"] = time.perf_counter() - clock
+            waited_s = time.time() - self.waited_since if self.waited_since else None
+            for trace in decision.traces.values():
+                trace.capacity = grant.trace(waited_s)
+            return self._run_decided(decision, inputs, folder, timings)
+        finally:
+            grant.release()
+
+    def _run_decided(
+        self,
+        decision: RegionDecision,
+        inputs: Mapping[str, StageInputs],
+        folder: str,
+        timings: dict[str, float],
+    ) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
         job = self._job(decision, inputs, folder)
         app_conf = self._application_conf(decision)
         for stage_job in job.stages:
@@ -119,6 +162,7 @@ class RegionRunner:
                 trace.output_rows = status.output["rows"]
             if status:
                 trace.started_at, trace.ended_at = status.started_at, status.ended_at
+                trace.spark_tasks = status.spark_tasks
             trace.timings = {**timings, **_stage_seconds(status)}
             write_json(trace_path(folder, member), trace.to_xcom())
             if status and status.state == "success":
@@ -134,6 +178,30 @@ class RegionRunner:
         self._killed = True
         if self._process is not None:
             self._process.kill()
+
+    # ------------------------------------------------------------------ capacity (FLIP-138)
+
+    def _request(self, decision: RegionDecision) -> ExecutorRequest:
+        minimums = {m: self._config_for(m).min_parallelism for m in self.members}
+        least = minimum_slots(minimums, self.settings.min_slots, decision.sizing.slots)
+        return region_request(decision.sizing, least)
+
+    def _acquire(self, decision: RegionDecision) -> Grant:
+        source = capacity_source(self.settings)
+        key = f"{self.dag.dag_id}/{self.run_id}/{self.region}/try={self.try_number}"
+        try:
+            grant = acquire(source, self._request(decision), key, self.app_name)
+        except CapacityImpossible as exc:
+            raise CapacityImpossible(f"region {self.region} (stages {', '.join(self.members)}): {exc}") from None
+        except CapacityWait as exc:
+            raise CapacityWait(f"region {self.region} (stages {', '.join(self.members)}): {exc}", exc.request) from None
+        except CapacityUnavailable as exc:
+            raise CapacityUnavailable(
+                f"region {self.region}: cannot read the free capacity of {self.settings.master}: {exc}; "
+                "the task fails and Airflow retries it if it has retries left"
+            ) from None
+        self.leader.log.info("Capacity for region %s: %s", self.region, grant.decision.message)
+        return grant
 
     # ------------------------------------------------------------------ inputs and decisions
 
@@ -269,7 +337,11 @@ class RegionRunner:
         }
 
     def _application_conf(self, decision: RegionDecision) -> dict[str, str]:
-        conf = {"spark.ui.showConsoleProgress": "false", **decision.sizing.application_conf()}
+        conf = {
+            "spark.ui.showConsoleProgress": "false",
+            **decision.sizing.application_conf(),
+            **minimum_resources_conf(self.settings.resource_bounds(), decision.sizing),
+        }
         if not decision.sizing.local:
             # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
             conf["spark.driver.memory"] = f"{self.settings.driver_memory // 2**20}m"
@@ -289,7 +361,7 @@ class RegionRunner:
             application=os.path.abspath(driver.__file__),
             master=self.settings.master,
             deploy_mode=self.settings.deploy_mode,
-            name=f"{self.dag.dag_id}.{self.region}",
+            name=self.app_name,
             conf=app_conf,
             application_args=[job_path],
             env=env,

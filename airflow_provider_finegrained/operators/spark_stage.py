@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_finegrained.contract import OUTPUT_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
@@ -127,21 +129,72 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         )
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow_provider_finegrained.operators.region_runner import RegionRunner
-
         plan = dag_plan(self.dag)
         region = plan.stages[self.task_id].region
         leader = plan.regions[region][0]
         if self.task_id != leader:
             return self._report_from_region(context, leader)
+        return self._run_region(context, plan, region, waited=None)
+
+    def resume_after_capacity(
+        self, context: Any, event: Mapping[str, Any] | None = None, waited: Mapping[str, float] | None = None
+    ) -> dict[str, Any]:
+        """Back from waiting for capacity: run the region, or fail with what was asked and what was free."""
+        status = (event or {}).get("status")
+        message = (event or {}).get("message", "no event")
+        if status == "impossible":
+            raise AirflowFailException(f"stage {self.task_id!r}: {message}")
+        if status != "available":
+            waited_s = time.time() - (waited or {}).get("since", time.time())
+            raise AirflowFailException(
+                f"stage {self.task_id!r}: waited {waited_s:.0f} s for capacity, up to capacity_wait_timeout, "
+                f"and gave up: {message}"
+            )
+        plan = dag_plan(self.dag)
+        return self._run_region(context, plan, plan.stages[self.task_id].region, waited=waited)
+
+    def _run_region(
+        self, context: Any, plan: DagPlan, region: str, waited: Mapping[str, float] | None
+    ) -> dict[str, Any]:
+        from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
+        from airflow_provider_finegrained.operators.region_runner import RegionRunner
+
         settings = FineGrainedSparkHook(self.finegrained_spark_conn_id).get_settings()
-        runner = RegionRunner(self, plan, region, settings, context)
+        runner = RegionRunner(self, plan, region, settings, context, waited_since=(waited or {}).get("since"))
         self._process = runner
         try:
             records, traces = runner.run()
+        except CapacityImpossible as exc:
+            raise AirflowFailException(str(exc)) from None  # retrying cannot make a worker larger
+        except CapacityWait as exc:
+            self._defer_for_capacity(settings, exc, waited)
         finally:
             self._process = None
         return self._publish(context, records[self.task_id], traces[self.task_id], runner.log_lines(self.task_id))
+
+    def _defer_for_capacity(self, settings: Any, wait: Any, waited: Mapping[str, float] | None) -> NoReturn:
+        from airflow_provider_finegrained.execution.capacity_gate import capacity_source
+        from airflow_provider_finegrained.triggers.capacity import CapacityTrigger, request_to_dict
+
+        now = time.time()
+        since = (waited or {}).get("since", now)
+        deadline = (waited or {}).get("deadline", now + settings.capacity_wait_timeout)
+        if now >= deadline:
+            raise AirflowFailException(
+                f"stage {self.task_id!r}: {wait.message}; waited {now - since:.0f} s "
+                f"(capacity_wait_timeout {settings.capacity_wait_timeout:g} s)"
+            )
+        self.log.info("Deferring until capacity frees (at most %.0f s): %s", deadline - now, wait.message)
+        self.defer(
+            trigger=CapacityTrigger(
+                source=capacity_source(settings).to_dict(),
+                request=request_to_dict(wait.request),
+                deadline=deadline,
+                poll_interval=settings.capacity_poll_interval,
+            ),
+            method_name="resume_after_capacity",
+            kwargs={"waited": {"since": since, "deadline": deadline}},
+        )
 
     def on_kill(self) -> None:
         runner = self._process
@@ -214,8 +267,35 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
             f"(+{format_bytes(trace.memory_overhead)} overhead), spark.memory.fraction "
             f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}",
         ),
+        ("capacity", _capacity_line(trace.capacity)),
+        ("spark tasks", _tasks_line(trace.spark_tasks)),
         ("output", output),
         ("application", trace.application_id or "-"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"Decision trace for stage {trace.stage}:", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+
+
+def _capacity_line(capacity: Mapping[str, Any]) -> str:
+    if not capacity:
+        return "-"
+    waited = f" ({capacity['waited_s']:g} s)" if capacity.get("waited_s") else ""
+    return f"{capacity.get('outcome')}{waited}: {capacity.get('message')}"
+
+
+def _tasks_line(spark_tasks: Mapping[str, Any] | None) -> str:
+    """Spark's own count of the stage's tasks, and the spread over executors of its widest Spark stage."""
+    if not spark_tasks:
+        return "-"
+    from airflow_provider_finegrained.runtime.spark_status import StageTaskReport, task_spread
+
+    report = StageTaskReport.from_dict(spark_tasks)
+    ran = [s for s in report.spark_stages if s.status != "SKIPPED"]
+    if not ran:
+        return f"no Spark tasks on {len(report.executors)} executor(s)"
+    widest = max(ran, key=lambda s: s.tasks)
+    fewest, most = task_spread(report, widest)
+    return (
+        f"{report.total_tasks} in {len(ran)} Spark stage(s) on {len(report.executors)} executor(s); widest "
+        f"({widest.tasks} tasks): {fewest}-{most} per executor"
+    )

@@ -27,3 +27,12 @@ def test_hello_stages_runs_and_publishes(examples: Path) -> None:
     table = pq.read_table(squares["output"]["path"])
     assert table.num_rows == 10_000 == squares["output"]["rows"]
     assert sorted(table.column("square").to_pylist())[-1] == 9_999**2
+    # Declarative resources: local mode asks for its one JVM of all threads and the driver memory.
+    capacity = squares["trace"]["capacity"]
+    assert capacity["outcome"] == "as_requested", capacity
+    assert capacity["source"].startswith("capacity declared for local[")
+    # Spark's own task report: local mode runs every task on the driver.
+    tasks = squares["trace"]["spark_tasks"]
+    assert tasks["executors"] == ["driver"]
+    ran = [s for s in tasks["spark_stages"] if s["status"] == "COMPLETE"]
+    assert ran and sum(s["per_executor"].get("driver", 0) for s in ran) == sum(s["tasks"] for s in ran)

@@ -1,0 +1,258 @@
+"""Declarative resources at run time (FLIP-138): a region asks for its executors before it is submitted.
+
+The cluster's free capacity comes from the cluster manager (a standalone master's ``/json/``, YARN's
+ResourceManager) or from the capacity the connection declares (local mode, Kubernetes). Regions of
+this provider that were granted capacity but whose applications have not registered yet are held in
+a reservation ledger, so parallel branches do not both take the same free cores. No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from airflow_provider_finegrained.capacity import (
+    ClusterCapacity,
+    Reservation,
+    ReservationLedger,
+    declared_capacity,
+    executor_request,
+    fetch_standalone_capacity,
+    fetch_yarn_capacity,
+    local_request,
+    subtract,
+)
+from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, format_bytes
+from airflow_provider_finegrained.planning.capacity import (
+    CapacityDecision,
+    CapacityOutcome,
+    ExecutorRequest,
+    ResourceBounds,
+    WorkerShape,
+    check_resource_stability,
+    decide_capacity,
+)
+
+LEDGER_FOLDER = "_capacity"
+
+
+class CapacityWait(Exception):
+    """Not even the region's minimum fits the free capacity now: wait (deferred) and ask again."""
+
+    def __init__(self, message: str, request: ExecutorRequest) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request = request
+
+
+class CapacityImpossible(Exception):
+    """No worker could ever hold one executor of the region: fail before submitting."""
+
+
+@dataclass(frozen=True)
+class CapacitySource:
+    """Where free capacity is read; JSON-safe so a trigger can carry it to the triggerer."""
+
+    kind: str
+    """``standalone`` (master /json/ URLs), ``yarn`` (ResourceManager URL) or ``declared``."""
+    urls: tuple[str, ...] = ()
+    cores: int = 0
+    memory: int = 0
+    label: str = ""
+    ledger_folder: str | None = None
+
+    def read(self) -> ClusterCapacity:
+        """The free capacity now, minus regions granted but not registered with the cluster yet."""
+        capacity = self.read_cluster()
+        if self.ledger_folder is None:
+            return capacity
+        with ReservationLedger(self.ledger_folder).locked() as view:
+            return subtract(capacity, view.reservations())
+
+    def read_cluster(self) -> ClusterCapacity:
+        if self.kind == "standalone":
+            return fetch_standalone_capacity(list(self.urls))
+        if self.kind == "yarn":
+            return fetch_yarn_capacity(self.urls[0])
+        return declared_capacity(self.cores, self.memory, self.label)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "urls": list(self.urls),
+            "cores": self.cores,
+            "memory": self.memory,
+            "label": self.label,
+            "ledger_folder": self.ledger_folder,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CapacitySource:
+        return cls(**{**data, "urls": tuple(data.get("urls", ()))})
+
+
+def capacity_source(settings: Any) -> CapacitySource:
+    """The capacity source a connection's settings name."""
+    ledger = None
+    if settings.storage_is_local:
+        root = settings.storage_root.removeprefix("file://")
+        ledger = os.path.join(root, LEDGER_FOLDER, _safe(settings.master))
+    kind = settings.master_kind
+    if kind == "standalone":
+        return CapacitySource("standalone", tuple(settings.webui_json_urls()), ledger_folder=ledger)
+    if kind == "yarn" and settings.yarn_resourcemanager_url:
+        return CapacitySource("yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger)
+    memory = settings.total_memory
+    if settings.is_local:
+        # A local application is one JVM on this machine: the machine's memory is what bounds it.
+        memory = max(memory, psutil.virtual_memory().total)
+    return CapacitySource(
+        "declared",
+        cores=settings.total_cores,
+        memory=memory,
+        label=f"capacity declared for {settings.master}: {settings.total_cores} cores, {format_bytes(memory)}",
+        ledger_folder=ledger,
+    )
+
+
+def region_request(sizing: RegionSizing, min_parallelism: int) -> ExecutorRequest:
+    """What a sized region asks the cluster for."""
+    widest = max(s.parallelism for s in sizing.stages.values())
+    if sizing.local:
+        # Local mode: the driver JVM is the only executor; the machine's memory bounds it, not a container.
+        return local_request(
+            threads=sizing.executor_cores,
+            task_cpus=sizing.task_cpus,
+            driver_memory=sizing.executor_memory,
+            driver_memory_overhead=0,
+            off_heap_memory=sizing.off_heap_memory,
+            parallelism=widest,
+            min_parallelism=min_parallelism,
+            gpus=sizing.executor_gpus,
+        )
+    return executor_request(
+        executors=sizing.executor_instances,
+        executor_cores=sizing.executor_cores,
+        task_cpus=sizing.task_cpus,
+        executor_memory=sizing.executor_memory,
+        memory_overhead=sizing.memory_overhead,
+        off_heap_memory=sizing.off_heap_memory,
+        executor_gpus=sizing.executor_gpus,
+        parallelism=widest,
+        min_parallelism=min_parallelism,
+    )
+
+
+def reduced_profile(profile: ClusterProfile, request: ExecutorRequest, executors: int) -> ClusterProfile:
+    """The cluster profile a region is sized again with when only ``executors`` of its request fit."""
+    return replace(
+        profile,
+        total_cores=max(1, executors * request.cores),
+        total_memory=max(1, executors * request.memory),
+    )
+
+
+@dataclass
+class Grant:
+    """A region's capacity decision, and its reservation to release when the application ends."""
+
+    decision: CapacityDecision
+    capacity: ClusterCapacity
+    source: CapacitySource
+    reservation: Reservation | None = None
+
+    def release(self) -> None:
+        if self.reservation is not None and self.source.ledger_folder is not None:
+            ReservationLedger(self.source.ledger_folder).release(self.reservation.key)
+            self.reservation = None
+
+    def trace(self, waited_s: float | None = None) -> dict[str, Any]:
+        outcome = self.decision.outcome.value
+        if waited_s:
+            outcome = f"{outcome} after waiting"
+        return {
+            "outcome": outcome,
+            "message": self.decision.message,
+            "executors": self.decision.executors,
+            "source": self.capacity.source,
+            **({"waited_s": round(waited_s, 1)} if waited_s else {}),
+        }
+
+
+def acquire(source: CapacitySource, request: ExecutorRequest, key: str, app_name: str) -> Grant:
+    """Decide against the free capacity and reserve what was granted, atomically under the ledger lock.
+
+    Raises CapacityImpossible when no worker can ever hold one executor, CapacityWait when not even
+    the minimum fits now, and the source's error when the cluster cannot be asked.
+    """
+    if source.ledger_folder is None:
+        capacity = source.read()
+        decision = _decide(request, capacity)
+        return Grant(decision, capacity, source)
+    cluster = source.read_cluster()  # outside the lock: a slow master must not block other regions
+    with ReservationLedger(source.ledger_folder).locked() as view:
+        capacity = subtract(cluster, [r for r in view.reservations() if r.key != key])
+        decision = _decide(request, capacity)
+        reservation = Reservation(
+            key=key,
+            app_name=app_name,
+            executors=decision.executors,
+            executor_cores=request.cores,
+            executor_memory=request.memory,
+            gpus_per_executor=request.gpus,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            created_at=time.time(),
+        )
+        view.add(reservation)
+    return Grant(decision, capacity, source, reservation)
+
+
+def _decide(request: ExecutorRequest, capacity: ClusterCapacity) -> CapacityDecision:
+    decision = decide_capacity(request, capacity.workers)
+    if decision.outcome is CapacityOutcome.IMPOSSIBLE:
+        raise CapacityImpossible(f"{decision.message} ({capacity.source})")
+    if decision.outcome is CapacityOutcome.WAIT:
+        raise CapacityWait(f"{decision.message} ({capacity.source})", request)
+    return decision
+
+
+def minimum_slots(stage_minimums: Mapping[str, int], min_slots: int | None, planned_slots: int) -> int:
+    """The fewest slots a region may run with: its stages' minimum parallelism and the connection's min_slots."""
+    return max(1, min(planned_slots, max([*stage_minimums.values(), min_slots or 0])))
+
+
+def minimum_resources_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dict[str, str]:
+    """Spark settings that keep a region's minimum resources (the minimum-resources document).
+
+    Spark honours a minimum through dynamic allocation's ``minExecutors``: the application never
+    gives back executors below it, and grows to the planned count while it has work. Local mode has
+    one JVM and no executors to keep; there the minimum only enters the capacity check.
+    """
+    if sizing.local or not (bounds.min_slots or bounds.min_cpu or bounds.min_memory):
+        return {}
+    shape = WorkerShape(
+        slots=sizing.executor_cores // sizing.task_cpus, cpu=float(sizing.executor_cores), memory=sizing.executor_memory
+    )
+    least, most = check_resource_stability(bounds, shape)
+    planned = sizing.executor_instances
+    ceiling = max(planned, least) if most is None else max(least, min(planned, most))
+    return {
+        "spark.dynamicAllocation.enabled": "true",
+        # No external shuffle service is assumed: shuffle tracking keeps executors that hold shuffle data.
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": str(least),
+        "spark.dynamicAllocation.initialExecutors": str(max(least, min(planned, ceiling))),
+        "spark.dynamicAllocation.maxExecutors": str(ceiling),
+        "spark.cores.max": str(ceiling * sizing.executor_cores),
+    }
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

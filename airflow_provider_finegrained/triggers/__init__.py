@@ -1,0 +1,1 @@
+"""Triggers: waits that hold no Airflow worker slot."""

@@ -1,0 +1,70 @@
+"""A region that does not fit the cluster's free capacity waits here, in the triggerer, not in a worker slot."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_finegrained.execution.capacity_gate import CapacitySource
+from airflow_provider_finegrained.planning.capacity import CapacityOutcome, ExecutorRequest, decide_capacity
+
+
+class CapacityTrigger(BaseTrigger):
+    """Fires when the region's request (at least its minimum) fits the free capacity, or at the deadline.
+
+    The event's ``status`` is ``available``, ``impossible`` or ``timeout``; ``message`` says what was
+    asked and what was free at the last look. Capacity is only looked at here: the task reserves it
+    when it resumes, and waits again if another region took it first.
+    """
+
+    def __init__(self, source: dict[str, Any], request: dict[str, Any], deadline: float, poll_interval: float) -> None:
+        super().__init__()
+        self.source = source
+        self.request = request
+        self.deadline = deadline
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "source": self.source,
+                "request": self.request,
+                "deadline": self.deadline,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        source = CapacitySource.from_dict(self.source)
+        request = ExecutorRequest(**self.request)
+        message = "capacity was not checked"
+        while True:
+            try:
+                capacity = await asyncio.to_thread(source.read)
+            except Exception as exc:  # the master may be restarting: keep asking until the deadline
+                message = f"could not read the free capacity: {exc}"
+            else:
+                decision = decide_capacity(request, capacity.workers)
+                message = f"{decision.message} ({capacity.source})"
+                if decision.can_run:
+                    yield TriggerEvent({"status": "available", "message": message})
+                    return
+                if decision.outcome is CapacityOutcome.IMPOSSIBLE:
+                    yield TriggerEvent({"status": "impossible", "message": message})
+                    return
+            remaining = self.deadline - time.time()
+            if remaining <= 0:
+                yield TriggerEvent({"status": "timeout", "message": message})
+                return
+            self.log.info("Waiting for capacity: %s", message)
+            await asyncio.sleep(min(self.poll_interval, remaining))
+
+
+def request_to_dict(request: ExecutorRequest) -> dict[str, Any]:
+    return asdict(request)

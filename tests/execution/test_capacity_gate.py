@@ -1,0 +1,104 @@
+"""The run-time side of declarative resources: minimum-resources settings and the region's minimum slots."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_finegrained.execution.capacity_gate import (
+    CapacitySource,
+    minimum_resources_conf,
+    minimum_slots,
+    reduced_profile,
+)
+from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing
+from airflow_provider_finegrained.planning.capacity import ExecutorRequest, ResourceBounds
+
+GiB = 2**30
+
+
+def sizing(executors: int, cores: int = 2, task_cpus: int = 1, memory: int = 4 * GiB, local: bool = False) -> RegionSizing:
+    return RegionSizing(
+        executor_instances=executors,
+        executor_cores=cores,
+        task_cpus=task_cpus,
+        executor_memory=memory,
+        memory_overhead=410 * 2**20,
+        memory_fraction=0.6,
+        off_heap_memory=0,
+        executor_gpus=0,
+        task_gpus=0,
+        local=local,
+    )
+
+
+# (bounds, sizing, expected min, initial, max executors) worked by hand:
+# executors hold cores // task_cpus slots; a minimum needs ceil(min / per-executor) executors; the
+# maximum executors are the planned count, raised to the minimum, capped by floor(max / per-executor).
+@pytest.mark.parametrize(
+    ("bounds", "region", "expected"),
+    [
+        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 3, 3), id="min-below-planned"),
+        pytest.param(ResourceBounds(min_slots=6), sizing(2), (3, 3, 3), id="min-above-planned-raises-max"),
+        pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 4, 4), id="max-caps-planned"),
+        pytest.param(ResourceBounds(min_slots=1), sizing(1, cores=4, task_cpus=2), (1, 1, 1), id="two-cpu-tasks"),
+        pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(1), (3, 3, 3), id="memory-minimum-10g-over-4g"),
+        pytest.param(ResourceBounds(min_cpu=3, max_cpu=8), sizing(6), (2, 4, 4), id="cpu-bounds"),
+    ],
+)
+def test_minimum_resources_become_dynamic_allocation_bounds(
+    bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
+) -> None:
+    conf = minimum_resources_conf(bounds, region)
+    got = tuple(
+        int(conf[f"spark.dynamicAllocation.{k}"]) for k in ("minExecutors", "initialExecutors", "maxExecutors")
+    )
+    assert got == expected
+    assert conf["spark.dynamicAllocation.enabled"] == "true"
+    assert conf["spark.dynamicAllocation.shuffleTracking.enabled"] == "true"
+    assert int(conf["spark.cores.max"]) == expected[2] * region.executor_cores
+
+
+@pytest.mark.parametrize(
+    ("bounds", "region"),
+    [
+        pytest.param(ResourceBounds(), sizing(3), id="no-minimum"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(3), id="only-a-maximum"),
+        pytest.param(ResourceBounds(min_slots=2), sizing(1, local=True), id="local-mode-has-no-executors-to-keep"),
+    ],
+)
+def test_no_dynamic_allocation_without_a_minimum_or_in_local_mode(bounds: ResourceBounds, region: RegionSizing) -> None:
+    assert minimum_resources_conf(bounds, region) == {}
+
+
+def test_unstable_bounds_are_refused_with_the_numbers() -> None:
+    with pytest.raises(ValueError, match=r"unstable minimum/maximum resources: min slots 5 needs 3 worker"):
+        minimum_resources_conf(ResourceBounds(min_slots=5, max_slots=5), sizing(2))
+
+
+@pytest.mark.parametrize(
+    ("stage_minimums", "min_slots", "planned", "expected"),
+    [
+        ({"a": 1, "b": 1}, None, 8, 1),
+        ({"a": 4, "b": 2}, None, 8, 4),
+        ({"a": 4}, 6, 8, 6),
+        ({"a": 16}, None, 8, 8),  # never more than the region planned: min parallelism runs in waves
+        ({"a": 1}, 0, 1, 1),
+    ],
+)
+def test_a_region_needs_its_largest_minimum(
+    stage_minimums: dict[str, int], min_slots: int | None, planned: int, expected: int
+) -> None:
+    assert minimum_slots(stage_minimums, min_slots, planned) == expected
+
+
+def test_reduced_profile_holds_exactly_the_granted_executors() -> None:
+    profile = ClusterProfile(total_cores=8, total_memory=32 * GiB, executor_cores=2, executor_memory=4 * GiB)
+    request = ExecutorRequest(executors=4, cores=2, memory=4 * GiB + 410 * 2**20, parallelism=8)
+    smaller = reduced_profile(profile, request, 2)
+    assert (smaller.total_cores, smaller.total_memory) == (4, 2 * (4 * GiB + 410 * 2**20))
+    assert (smaller.executor_cores, smaller.executor_memory) == (2, 4 * GiB)
+
+
+def test_capacity_source_round_trips_through_a_trigger_payload() -> None:
+    source = CapacitySource("standalone", ("http://127.0.0.1:8080/json/",), ledger_folder="/tmp/x")
+    assert CapacitySource.from_dict(source.to_dict()) == source
