@@ -1,8 +1,15 @@
-"""Cluster capacity: read what is free (standalone, YARN, declared) and what a region asks for.
+"""Cluster capacity: read what is free (standalone, YARN, declared), reserve it across parallel regions.
 
 Imports neither Airflow nor Spark.
 """
 
+from airflow_provider_finegrained.capacity.ledger import (
+    DEFAULT_MAX_AGE_S,
+    LedgerView,
+    Reservation,
+    ReservationLedger,
+    subtract,
+)
 from airflow_provider_finegrained.capacity.request import executor_request, local_request
 from airflow_provider_finegrained.capacity.sources import (
     CapacityUnavailable,
@@ -22,10 +29,14 @@ from airflow_provider_finegrained.capacity.sources import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_AGE_S",
     "CapacityUnavailable",
     "ClusterCapacity",
     "HttpRequest",
+    "LedgerView",
     "QueueHeadroom",
+    "Reservation",
+    "ReservationLedger",
     "declared_capacity",
     "executor_request",
     "fetch_standalone_capacity",
@@ -37,5 +48,6 @@ __all__ = [
     "parse_yarn_nodes",
     "parse_yarn_queue_headroom",
     "parse_yarn_running_apps",
+    "subtract",
     "yarn_requests",
 ]

@@ -1,0 +1,253 @@
+"""A file ledger of capacity promised to regions whose applications have not registered yet.
+
+Between the moment a region decides from the cluster's free capacity and the moment its application
+registers, the cluster still shows those resources free; a parallel region (another Airflow worker process
+on this machine, or on another machine sharing a POSIX filesystem) would count them again. Regions therefore
+decide and reserve under one exclusive lock, and subtract each other's pending reservations from what the
+cluster reports.
+
+Layout: ``folder/.lock`` (``flock``) and one ``*.json`` file per reservation, written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import psutil
+
+from airflow_provider_finegrained.capacity.sources import ClusterCapacity
+
+DEFAULT_MAX_AGE_S = 24 * 3600.0
+# psutil derives a start time from boot time and clock ticks; allow for its rounding against time.time().
+_START_TIME_SLACK_S = 1.0
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Executors a region was granted and has not yet seen its application register for."""
+
+    key: str
+    """Unique per attempt, e.g. ``dag/run/region/try``."""
+    app_name: str
+    """The Spark application name the region submits: once the cluster lists it, the cluster counts it."""
+    executors: int
+    executor_cores: int
+    executor_memory: int
+    """Bytes per executor including overhead and off-heap."""
+    gpus_per_executor: float = 0
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    """The process holding the reservation: when it is gone, so is the reservation."""
+    created_at: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        if not self.key or not self.app_name:
+            raise ValueError("a reservation needs a key and an application name")
+        if self.executors < 0 or self.executor_cores < 0 or self.executor_memory < 0 or self.gpus_per_executor < 0:
+            raise ValueError(f"reservation {self.key!r} has a negative amount: {self}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Reservation:
+        """Parse :meth:`to_json`'s output; ValueError for anything else."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("a reservation is a JSON object")
+        types: dict[str, tuple[type, ...]] = {
+            "key": (str,),
+            "app_name": (str,),
+            "executors": (int,),
+            "executor_cores": (int,),
+            "executor_memory": (int,),
+            "gpus_per_executor": (int, float),
+            "host": (str,),
+            "pid": (int,),
+            "created_at": (int, float),
+        }
+        if set(data) != set(types):
+            raise ValueError(f"reservation fields {sorted(data)} are not {sorted(types)}")
+        for name, allowed in types.items():
+            if isinstance(data[name], bool) or not isinstance(data[name], allowed):
+                raise ValueError(f"reservation field {name!r} has the wrong type: {data[name]!r}")
+        return cls(**data)
+
+
+class LedgerView:
+    """The ledger while its lock is held: read, add and remove reservations."""
+
+    def __init__(self, folder: Path, max_age_s: float) -> None:
+        self._folder = folder
+        self._max_age_s = max_age_s
+        self._open = True
+
+    def reservations(self) -> list[Reservation]:
+        """Live reservations, oldest first; stale ones (holder gone, or too old) are deleted on the way."""
+        self._check_open()
+        live = []
+        for path in sorted(self._folder.glob("*.json")):
+            try:
+                reservation = Reservation.from_json(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # Not ours to judge (another version's format?): leave it, count nothing.
+            if _is_stale(reservation, self._max_age_s):
+                path.unlink(missing_ok=True)
+            else:
+                live.append(reservation)
+        return sorted(live, key=lambda r: (r.created_at, r.key))
+
+    def add(self, reservation: Reservation) -> None:
+        """Record a reservation (replacing one with the same key), atomically: readers see all of it or none."""
+        self._check_open()
+        fd, temp = tempfile.mkstemp(dir=self._folder, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(reservation.to_json())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self._folder / _file_name(reservation.key))
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    def remove(self, key: str) -> bool:
+        """Drop a reservation; False when there was none."""
+        self._check_open()
+        try:
+            (self._folder / _file_name(key)).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _close(self) -> None:
+        self._open = False
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise RuntimeError("the ledger's lock was released: use the view only inside 'with ledger.locked()'")
+
+
+class ReservationLedger:
+    """Reservations in ``folder``, shared by every process that can ``flock`` files there."""
+
+    def __init__(self, folder: str | os.PathLike[str], max_age_s: float = DEFAULT_MAX_AGE_S) -> None:
+        if max_age_s <= 0:
+            raise ValueError(f"max_age_s must be > 0, got {max_age_s}")
+        self.folder = Path(folder)
+        self.max_age_s = max_age_s
+
+    @contextlib.contextmanager
+    def locked(self, timeout_s: float | None = None) -> Iterator[LedgerView]:
+        """Hold the ledger's exclusive lock; ``timeout_s`` None waits as long as it takes, else TimeoutError."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            _flock(fd, timeout_s, self.folder)
+            view = LedgerView(self.folder, self.max_age_s)
+            try:
+                yield view
+            finally:
+                view._close()
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def release(self, key: str) -> bool:
+        """Remove a reservation under the lock; idempotent (False when it was already gone)."""
+        with self.locked() as view:
+            return view.remove(key)
+
+
+def subtract(capacity: ClusterCapacity, reservations: Sequence[Reservation]) -> ClusterCapacity:
+    """Free capacity minus the executors of reservations whose application the cluster does not list yet.
+
+    Executors are placed like the standalone master's ``spreadOut``: workers with the most free cores first,
+    one executor per worker per round, only where one fits. An executor that fits nowhere still takes what is
+    left (down to zero), because its application will claim the next freed resources before a later region.
+    """
+    pending = [r for r in reservations if r.app_name not in capacity.active_apps and r.executors > 0]
+    if not pending:
+        return capacity
+    free = [[w.free_cores, w.free_memory, w.free_gpus] for w in capacity.workers]
+    order = sorted(range(len(free)), key=lambda i: -free[i][0])  # stable: ties keep the cluster's order
+
+    def fits(i: int, r: Reservation) -> bool:
+        return free[i][0] >= r.executor_cores and free[i][1] >= r.executor_memory and free[i][2] >= r.gpus_per_executor
+
+    for r in sorted(pending, key=lambda r: (r.created_at, r.key)):
+        left = r.executors
+        while left:
+            usable = [i for i in order if fits(i, r)]
+            if not usable:
+                break
+            for i in usable[:left]:
+                free[i][0] -= r.executor_cores
+                free[i][1] -= r.executor_memory
+                free[i][2] -= r.gpus_per_executor
+            left -= min(left, len(usable))
+        need = [left * r.executor_cores, left * r.executor_memory, left * r.gpus_per_executor]
+        for i in order:
+            for d in range(3):
+                take = min(free[i][d], need[d])
+                free[i][d] -= take
+                need[d] -= take
+    workers = tuple(
+        replace(w, free_cores=int(c), free_memory=int(m), free_gpus=g)
+        for w, (c, m, g) in zip(capacity.workers, free, strict=True)
+    )
+    executors = sum(r.executors for r in pending)
+    source = f"{capacity.source}; minus {executors} executor(s) reserved by {len(pending)} pending region(s)"
+    return ClusterCapacity(workers, source, capacity.active_apps)
+
+
+def _is_stale(reservation: Reservation, max_age_s: float) -> bool:
+    if time.time() - reservation.created_at > max_age_s:
+        return True
+    # Another host's processes cannot be checked from here: only the age limit ends those.
+    return reservation.host == socket.gethostname() and not _holder_alive(reservation)
+
+
+def _holder_alive(reservation: Reservation) -> bool:
+    try:
+        process = psutil.Process(reservation.pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False  # exited, not yet reaped by its parent
+        # A process younger than the reservation reuses a dead holder's pid.
+        return bool(process.create_time() <= reservation.created_at + _START_TIME_SLACK_S)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # exists, owned by someone else: assume it still holds
+
+
+def _file_name(key: str) -> str:
+    """A readable, unique, filesystem-safe name for a key (keys hold slashes)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key).strip("._")[:80] or "reservation"
+    return f"{readable}-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:16]}.json"
+
+
+def _flock(fd: int, timeout_s: float | None, folder: Path) -> None:
+    if timeout_s is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"could not lock the capacity ledger {folder} within {timeout_s:g} s") from None
+            time.sleep(0.05)
