@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import sys
@@ -12,6 +13,7 @@ from importlib.util import find_spec
 from airflow_provider_finegrained.spark.java import SparkEnvironmentError
 
 DEPLOY_MODES = ("client", "cluster")
+PYTHON_RUNNER_CLASS = "org.apache.spark.deploy.PythonRunner"
 
 ACCEPTED_MASTERS = (
     "local",
@@ -82,14 +84,17 @@ def validate_request(request: SubmitRequest) -> None:
     validate_master(request.master)
     if request.deploy_mode not in DEPLOY_MODES:
         raise ValueError(f"deploy_mode must be 'client' or 'cluster', got {request.deploy_mode!r}")
-    if request.deploy_mode == "cluster":
-        if is_local_master(request.master):
-            raise ValueError(f"deploy_mode 'cluster' is not possible with master {request.master!r}")
-        if request.master.startswith("spark://") and request.application.endswith(".py"):
-            raise ValueError(
-                "Spark standalone does not support cluster deploy mode for Python applications; "
-                "use deploy_mode='client'"
-            )
+    if request.deploy_mode == "cluster" and is_local_master(request.master):
+        raise ValueError(f"deploy_mode 'cluster' is not possible with master {request.master!r}")
+    if is_standalone_python_cluster(request):
+        # The driver runs on a worker, in another working directory: only absolute local paths resolve
+        # there, and PythonRunner accepts local files only.
+        for setting, path in [("application", request.application), *(("py_files", p) for p in request.py_files)]:
+            if not os.path.isabs(path):
+                raise ValueError(
+                    f"{setting}: {path!r} must be an absolute local path present on every worker for "
+                    "cluster deploy mode on a standalone master; allowed: e.g. '/opt/jobs/app.py'"
+                )
     for key in request.conf:
         # spark-submit splits `--conf k=v` at the first '=', so a key holding '=' would be misread.
         if not key or "=" in key or key != key.strip():
@@ -126,9 +131,95 @@ def spark_submit_path(home: str | None = None) -> str:
     return os.path.join(spark_home(home), "bin", "spark-submit")
 
 
+def is_standalone_python_cluster(request: SubmitRequest) -> bool:
+    """A Python application in cluster deploy mode on a standalone master (launched through PythonRunner)."""
+    return (
+        request.deploy_mode == "cluster"
+        and request.master.startswith("spark://")
+        and request.application.endswith(".py")
+    )
+
+
+def python_runner_jar(home: str | None = None) -> str:
+    """The JVM primary resource for standalone cluster mode: Spark's own small spark-tags jar.
+
+    Any jar on the worker works, since PythonRunner comes from Spark's classpath; the worker copies
+    the primary resource into the driver's directory and every executor fetches it, so the smallest
+    jar of the distribution (about 15 KB, against 16 MB for spark-core) is used.
+    """
+    jars = sorted(glob.glob(os.path.join(_spark_home(home), "jars", "spark-tags_*.jar")))
+    if not jars:
+        raise SparkEnvironmentError(
+            f"{_spark_home(home)}/jars has no spark-tags_*.jar, which cluster deploy mode on a standalone "
+            "master submits as its primary resource; use a complete Spark installation"
+        )
+    return jars[-1]
+
+
+def standalone_driver_path() -> str:
+    """The program PythonRunner starts on the worker (it ends the driver's Python with its JVM)."""
+    from airflow_provider_finegrained.spark import standalone_driver
+
+    return os.path.abspath(standalone_driver.__file__)
+
+
+def _merge_list(conf: Mapping[str, str], key: str, values: Sequence[str]) -> str:
+    existing = [v for v in conf.get(key, "").split(",") if v]
+    return ",".join([*existing, *(v for v in values if v not in existing)])
+
+
+def _standalone_python_cluster_command(request: SubmitRequest, spark_home: str | None) -> list[str]:
+    """Spark refuses `--deploy-mode cluster` for .py files on standalone, so launch PythonRunner as a JVM app.
+
+    PythonRunner's arguments are `<python file> <comma-separated py-files> <app args…>`; the python file
+    is `standalone_driver.py run <application>`. spark-submit's own client waits for the driver
+    (waitAppCompletion, legacy RPC client rather than REST) but exits 0 whatever the driver's final
+    state, so the command runs under `standalone_driver submit`, which turns a non-FINISHED end into
+    exit 1.
+    """
+    conf = dict(request.conf)
+    conf.setdefault("spark.pyspark.python", sys.executable)
+    conf.setdefault("spark.pyspark.driver.python", sys.executable)
+    conf.setdefault("spark.standalone.submit.waitAppCompletion", "true")
+    conf.setdefault("spark.master.rest.enabled", "false")
+    if request.py_files:
+        # The driver's SparkContext ships spark.files to executors and puts spark.submit.pyFiles on
+        # their PYTHONPATH: what `--py-files` does in client mode (spark-submit refuses it for a jar).
+        conf["spark.files"] = _merge_list(conf, "spark.files", request.py_files)
+        conf["spark.submit.pyFiles"] = _merge_list(conf, "spark.submit.pyFiles", request.py_files)
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_provider_finegrained.spark.standalone_driver",
+        "submit",
+        "--",
+        spark_submit_path(spark_home),
+        "--master",
+        request.master,
+        "--deploy-mode",
+        "cluster",
+    ]
+    if request.name:
+        command += ["--name", request.name]
+    command += ["--class", PYTHON_RUNNER_CLASS]
+    for key in sorted(conf):
+        command += ["--conf", f"{key}={conf[key]}"]
+    if request.driver_memory:
+        command += ["--driver-memory", request.driver_memory]
+    command += [python_runner_jar(spark_home), standalone_driver_path(), ",".join(request.py_files)]
+    command += ["run", request.application, *request.application_args]
+    return command
+
+
 def build_spark_submit_command(request: SubmitRequest, spark_home: str | None = None) -> list[str]:
-    """Return the exact spark-submit argument list (no shell involved) for `request`."""
+    """Return the exact argument list (no shell involved) that submits `request`.
+
+    That is spark-submit itself, except for Python in cluster mode on a standalone master (see
+    `_standalone_python_cluster_command`), which runs spark-submit under this interpreter.
+    """
     validate_request(request)
+    if is_standalone_python_cluster(request):
+        return _standalone_python_cluster_command(request, spark_home)
     command = [
         spark_submit_path(spark_home),
         "--master",

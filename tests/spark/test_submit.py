@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_finegrained.spark import standalone_driver
 from airflow_provider_finegrained.spark.java import SparkEnvironmentError
 from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
     build_spark_submit_env,
     is_secret_key,
+    python_runner_jar,
     redacted_command,
     spark_home,
     validate_master,
@@ -106,6 +108,131 @@ def test_cluster_mode_on_yarn(fake_home: str) -> None:
     ]
 
 
+@pytest.fixture
+def home_with_jars(fake_home: str) -> str:
+    jars = Path(fake_home, "jars")
+    jars.mkdir()
+    for name in ("spark-core_2.13-4.3.0.jar", "spark-tags_2.13-4.3.0.jar"):
+        (jars / name).write_bytes(b"PK")
+    return fake_home
+
+
+def test_python_in_cluster_mode_on_standalone_runs_python_runner_under_the_exit_code_wrapper(
+    home_with_jars: str,
+) -> None:
+    request = SubmitRequest(
+        application="/apps/job.py",
+        master="spark://127.0.0.1:7077",
+        deploy_mode="cluster",
+        name="dag.region",
+        conf={"spark.executor.cores": "2"},
+        application_args=["/jobs/r1.json", "--flag", "a b"],
+        driver_memory="1g",
+    )
+    assert build_spark_submit_command(request, spark_home=home_with_jars) == [
+        sys.executable,
+        "-m",
+        "airflow_provider_finegrained.spark.standalone_driver",
+        "submit",
+        "--",
+        f"{home_with_jars}/bin/spark-submit",
+        "--master",
+        "spark://127.0.0.1:7077",
+        "--deploy-mode",
+        "cluster",
+        "--name",
+        "dag.region",
+        "--class",
+        "org.apache.spark.deploy.PythonRunner",
+        "--conf",
+        "spark.executor.cores=2",
+        "--conf",
+        "spark.master.rest.enabled=false",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        "spark.standalone.submit.waitAppCompletion=true",
+        "--driver-memory",
+        "1g",
+        f"{home_with_jars}/jars/spark-tags_2.13-4.3.0.jar",
+        os.path.abspath(standalone_driver.__file__),
+        "",
+        "run",
+        "/apps/job.py",
+        "/jobs/r1.json",
+        "--flag",
+        "a b",
+    ]
+
+
+def test_python_cluster_mode_keeps_the_requests_python_and_ships_py_files(home_with_jars: str) -> None:
+    request = SubmitRequest(
+        application="/apps/job.py",
+        master="spark://h1:7077,h2:7077",
+        deploy_mode="cluster",
+        conf={
+            "spark.pyspark.python": "/opt/py/bin/python",
+            "spark.pyspark.driver.python": "/opt/py/bin/python",
+            "spark.files": "/data/lookup.csv",
+        },
+        py_files=["/apps/deps.zip", "/apps/util.py"],
+    )
+    command = build_spark_submit_command(request, spark_home=home_with_jars)
+    assert command[command.index("--class") : command.index("/apps/job.py") + 1] == [
+        "--class",
+        "org.apache.spark.deploy.PythonRunner",
+        "--conf",
+        "spark.files=/data/lookup.csv,/apps/deps.zip,/apps/util.py",
+        "--conf",
+        "spark.master.rest.enabled=false",
+        "--conf",
+        "spark.pyspark.driver.python=/opt/py/bin/python",
+        "--conf",
+        "spark.pyspark.python=/opt/py/bin/python",
+        "--conf",
+        "spark.standalone.submit.waitAppCompletion=true",
+        "--conf",
+        "spark.submit.pyFiles=/apps/deps.zip,/apps/util.py",
+        f"{home_with_jars}/jars/spark-tags_2.13-4.3.0.jar",
+        os.path.abspath(standalone_driver.__file__),
+        "/apps/deps.zip,/apps/util.py",
+        "run",
+        "/apps/job.py",
+    ]
+    # spark-submit refuses --py-files for a JVM primary resource; the conf above replaces it.
+    assert "--py-files" not in command
+
+
+@pytest.mark.parametrize(
+    ("master", "application"),
+    [("spark://h:7077", "/apps/job.jar"), ("yarn", "/apps/job.py"), ("k8s://https://k:6443", "local:///job.py")],
+)
+def test_other_cluster_mode_submissions_are_plain_spark_submit(
+    home_with_jars: str, master: str, application: str
+) -> None:
+    request = SubmitRequest(application=application, master=master, deploy_mode="cluster", py_files=["/a/b.zip"])
+    assert build_spark_submit_command(request, spark_home=home_with_jars) == [
+        f"{home_with_jars}/bin/spark-submit",
+        "--master",
+        master,
+        "--deploy-mode",
+        "cluster",
+        "--py-files",
+        "/a/b.zip",
+        application,
+    ]
+
+
+def test_python_runner_jar_is_the_installed_spark_tags_jar(fake_home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    jar = python_runner_jar()
+    assert os.path.basename(jar).startswith("spark-tags_") and os.path.isfile(jar)
+    with pytest.raises(SparkEnvironmentError, match="spark-tags"):
+        python_runner_jar(fake_home)
+
+
 def test_request_is_frozen_and_copies_its_inputs() -> None:
     conf = {"spark.a": "1"}
     args = ["x"]
@@ -188,7 +315,11 @@ def test_rejected_masters_name_the_value_and_the_accepted_forms(master: str) -> 
         ({"deploy_mode": "remote"}, "deploy_mode must be 'client' or 'cluster'"),
         ({"deploy_mode": "cluster"}, "not possible with master 'local\\[2\\]'"),
         ({"deploy_mode": "cluster", "master": "local-cluster[2,1,1024]"}, "not possible with master"),
-        ({"deploy_mode": "cluster", "master": "spark://h:7077"}, "cluster deploy mode for Python"),
+        ({"deploy_mode": "cluster", "master": "spark://h:7077", "application": "job.py"}, "application: 'job.py'"),
+        (
+            {"deploy_mode": "cluster", "master": "spark://h:7077", "py_files": ["deps.zip"]},
+            "py_files: 'deps.zip' must be an absolute local path",
+        ),
         ({"application": ""}, "application"),
         ({"conf": {"spark.a=b": "c"}}, "invalid Spark conf key"),
         ({"conf": {"": "c"}}, "invalid Spark conf key"),
