@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_finegrained.cli import report, size
+from airflow_provider_finegrained.cli import cluster, report, size
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(fmt="table", handler=_plan)
     size.add_parser(commands)
     report.add_parser(commands)
+    cluster.add_parser(commands)
     return parser
 
 

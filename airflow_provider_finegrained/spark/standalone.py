@@ -1,0 +1,459 @@
+"""A Spark standalone cluster on 127.0.0.1 from the installed Spark (the pip package works): start, find, stop.
+
+The master and workers are started with ``sbin/spark-daemon.sh`` (the pip package has no
+``start-master.sh``), on free ports, with logs, pid files and worker directories under one work
+directory. ``work_dir/cluster.json`` records what was started, so another process can find and stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError, get_json
+from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.submit import spark_home as find_spark_home
+
+STATE_FILE = "cluster.json"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+# The JVMs a worker launches for applications: they belong to the cluster and die with it.
+APPLICATION_CLASSES = (
+    "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+    "org.apache.spark.deploy.worker.DriverWrapper",
+)
+IDENT = "finegrained"
+"""SPARK_IDENT_STRING: names the daemons' pid and log files."""
+HOST = "127.0.0.1"
+
+_MEMORY_RE = re.compile(r"[1-9]\d*[mg]", re.IGNORECASE)
+_MASTER_URL_RE = re.compile(r"Starting Spark master at (spark://\S+)")
+_MASTER_UI_RE = re.compile(r"Successfully started service 'MasterUI' on port (\d+)")
+_WORKER_PORT_RE = re.compile(r"Successfully started service 'sparkWorker' on port (\d+)")
+
+
+class ClusterStartError(RuntimeError):
+    """The cluster did not come up; what was started has been stopped."""
+
+
+class ClusterStopError(RuntimeError):
+    """Processes of the cluster survived SIGKILL."""
+
+
+class ClusterNotFoundError(FileNotFoundError):
+    """No cluster state file in the work directory."""
+
+
+@dataclass(frozen=True)
+class StandaloneCluster:
+    """A running local standalone cluster, as recorded in ``work_dir/cluster.json``."""
+
+    work_dir: str
+    master_url: str
+    webui_url: str
+    master_pid: int
+    worker_pids: tuple[int, ...]
+    worker_webui_urls: tuple[str, ...]
+    worker_urls: tuple[str, ...] = ()
+    """RPC addresses (``spark://Worker@127.0.0.1:port``); executors and drivers name theirs."""
+    worker_dirs: tuple[str, ...] = ()
+    spark_home: str = ""
+    cores_per_worker: int = 0
+    memory_per_worker: str = ""
+
+    @property
+    def json_url(self) -> str:
+        """The master's status page (``/json/``)."""
+        return f"{self.webui_url}/json/"
+
+    @property
+    def pid_dir(self) -> str:
+        return os.path.join(self.work_dir, "pids")
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.work_dir, "logs")
+
+    def status(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The master's ``/json/`` answer (workers, apps, drivers, status)."""
+        answer = get_json(self.json_url, timeout_s)
+        if not isinstance(answer, dict):
+            raise HttpRequestError(f"{self.json_url} did not answer a JSON object: {answer!r:.200}")
+        return answer
+
+    def processes(self, worker: int | None = None) -> list[psutil.Process]:
+        """Live processes of the cluster (or of one worker): daemons, executors, drivers and their children."""
+        return _live(_cluster_processes(self, worker))
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM every process of the cluster, SIGKILL what is left after `timeout_s`; remove the state file.
+
+        Raises ClusterStopError if anything survives.
+        """
+        _terminate(lambda: _cluster_processes(self, None), timeout_s, "cluster in " + self.work_dir)
+        state = os.path.join(self.work_dir, STATE_FILE)
+        with contextlib.suppress(FileNotFoundError, ClusterNotFoundError, ValueError):
+            if load_cluster(self.work_dir).master_url == self.master_url:
+                os.remove(state)
+
+    def kill_worker(self, index: int, timeout_s: float = 10.0) -> None:
+        """SIGKILL worker `index` and every executor and driver it runs, as if its machine were lost."""
+        if not 0 <= index < len(self.worker_pids):
+            raise IndexError(f"index: worker {index} does not exist; allowed: 0..{len(self.worker_pids) - 1}")
+        procs = _live(_cluster_processes(self, index))
+        _signal(procs, signal.SIGKILL)
+        survivors = _wait_gone(procs, timeout_s)
+        if survivors:
+            raise ClusterStopError(f"worker {index} processes {[p.pid for p in survivors]} survived SIGKILL")
+
+
+def _free_port() -> int:
+    # Ports are picked by the kernel; Spark moves to the next port if one is taken meanwhile, and the
+    # ports actually bound are read back from the daemons' logs.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _is_gone(proc: psutil.Process) -> bool:
+    try:
+        # A zombie has exited; it only waits for its parent (often init) to reap it.
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in procs if not _is_gone(p)]
+
+
+def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    alive = _live(procs)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = _live(alive)
+    return alive
+
+
+def _signal(procs: Iterable[psutil.Process], sig: signal.Signals) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def _verified(pid: int, marker: str) -> psutil.Process | None:
+    """The process `pid` if it is alive and its command line names `marker` (a recycled pid would not)."""
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        if marker in proc.cmdline():
+            return proc
+    return None
+
+
+def _cluster_processes(cluster: StandaloneCluster, worker: int | None) -> list[psutil.Process]:
+    """Daemons, plus every process that inherited the cluster's environment or names one of its workers.
+
+    Matching the environment (SPARK_PID_DIR, or SPARK_WORKER_DIR for one worker) rather than the working
+    directory keeps a user's shell that merely sits in the work directory out of it.
+    """
+    if worker is None:
+        daemons = [(cluster.master_pid, MASTER_CLASS), *((pid, WORKER_CLASS) for pid in cluster.worker_pids)]
+        env_key, env_value = "SPARK_PID_DIR", cluster.pid_dir
+        worker_urls = set(cluster.worker_urls)
+    else:
+        daemons = [(cluster.worker_pids[worker], WORKER_CLASS)]
+        env_key = "SPARK_WORKER_DIR"
+        env_value = cluster.worker_dirs[worker] if cluster.worker_dirs else ""
+        worker_urls = {cluster.worker_urls[worker]} if cluster.worker_urls else set()
+    found: dict[int, psutil.Process] = {}
+    for pid, marker in daemons:
+        if (proc := _verified(pid, marker)) is not None:
+            found[proc.pid] = proc
+    for proc in psutil.process_iter():
+        if proc.pid in found:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if env_value and proc.environ().get(env_key) == env_value:
+                found[proc.pid] = proc
+                continue
+            cmdline = proc.cmdline()
+            if any(c in cmdline for c in APPLICATION_CLASSES) and any(u in cmdline for u in worker_urls):
+                found[proc.pid] = proc
+    for proc in list(found.values()):
+        with contextlib.suppress(psutil.Error):
+            for child in proc.children(recursive=True):
+                found.setdefault(child.pid, child)
+    # Never this process or its ancestors, whatever they inherited.
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    return [proc for pid, proc in found.items() if pid not in mine]
+
+
+def _terminate(find: Callable[[], list[psutil.Process]], timeout_s: float, what: str) -> None:
+    procs = _live(find())
+    _signal(procs, signal.SIGTERM)
+    alive = _wait_gone(procs, timeout_s)
+    # Late arrivals (an executor launched while the worker was stopping) are looked up again.
+    seen = {p.pid for p in alive}
+    alive += [p for p in _live(find()) if p.pid not in seen]
+    if alive:
+        _signal(alive, signal.SIGKILL)
+        _wait_gone(alive, 10.0)
+    survivors = _live(find())
+    if survivors:
+        _signal(survivors, signal.SIGKILL)
+        survivors = _wait_gone(survivors, 5.0)
+    if survivors:
+        raise ClusterStopError(f"processes {[p.pid for p in survivors]} of the {what} survived SIGKILL")
+
+
+def _log_file(log_dir: str, cls: str, instance: int) -> str | None:
+    matches = sorted(glob.glob(os.path.join(log_dir, f"spark-{IDENT}-{cls}-{instance}-*.out")))
+    return matches[-1] if matches else None
+
+
+def _read(path: str | None) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _log_tails(log_dir: str, lines: int = 15) -> str:
+    parts = []
+    for path in sorted(glob.glob(os.path.join(log_dir, "*"))):
+        tail = _read(path).splitlines()[-lines:]
+        parts.append(f"--- {path} (last {len(tail)} lines)\n" + "\n".join(tail))
+    return "\n".join(parts) or f"(no logs in {log_dir})"
+
+
+def _pid_from_file(pid_dir: str, cls: str, instance: int) -> int | None:
+    try:
+        with open(os.path.join(pid_dir, f"spark-{IDENT}-{cls}-{instance}.pid"), encoding="utf-8") as handle:
+            return int(handle.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _launch(home: str, env: Mapping[str, str], args: list[str], cwd: str, launcher_log: str) -> subprocess.Popen[bytes]:
+    with open(launcher_log, "ab") as log:
+        # A session of its own: the daemon outlives this process and a Ctrl-C at our terminal.
+        return subprocess.Popen(
+            [os.path.join(home, "sbin", "spark-daemon.sh"), "start", *args],
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _wait_for(
+    pattern: re.Pattern[str], path_of: Callable[[], str | None], deadline: float, pid: int | None, what: str
+) -> str:
+    while time.monotonic() < deadline:
+        if match := pattern.search(_read(path_of())):
+            return match.group(1)
+        if pid is not None and not psutil.pid_exists(pid):
+            raise ClusterStartError(f"{what} exited during start-up")
+        time.sleep(0.2)
+    raise ClusterStartError(f"{what} did not log {pattern.pattern!r} in time")
+
+
+def start_local_cluster(
+    work_dir: str,
+    workers: int = 2,
+    cores_per_worker: int = 2,
+    memory_per_worker: str = "4g",
+    timeout_s: float = 120.0,
+) -> StandaloneCluster:
+    """Start a master and `workers` workers on 127.0.0.1 and wait until all are ALIVE.
+
+    On failure or timeout everything started is stopped and ClusterStartError carries the log tails.
+    """
+    if workers < 1:
+        raise ValueError(f"workers: {workers} must be at least 1")
+    if cores_per_worker < 1:
+        raise ValueError(f"cores_per_worker: {cores_per_worker} must be at least 1")
+    if not _MEMORY_RE.fullmatch(memory_per_worker):
+        raise ValueError(f"memory_per_worker: {memory_per_worker!r} is not a size; allowed: e.g. '512m', '4g'")
+    work_dir = os.path.abspath(work_dir)
+    with contextlib.suppress(ClusterNotFoundError, ValueError):
+        existing = load_cluster(work_dir)
+        if _verified(existing.master_pid, MASTER_CLASS) is not None:
+            raise ClusterStartError(f"a cluster already runs in {work_dir} ({existing.master_url}); stop it first")
+    check_java()
+    home = find_spark_home()
+    if not os.path.isfile(os.path.join(home, "sbin", "spark-daemon.sh")):
+        raise ClusterStartError(f"{home} has no sbin/spark-daemon.sh; set SPARK_HOME to a Spark installation")
+    deadline = time.monotonic() + timeout_s
+    log_dir, pid_dir = os.path.join(work_dir, "logs"), os.path.join(work_dir, "pids")
+    worker_dirs = tuple(os.path.join(work_dir, f"worker-{i}") for i in range(1, workers + 1))
+    for path in (log_dir, pid_dir, *worker_dirs):
+        os.makedirs(path, exist_ok=True)
+    properties = os.path.join(work_dir, "master.properties")
+    with open(properties, "w", encoding="utf-8") as handle:
+        # The REST submission server would open port 6066, which other clusters on this machine may hold.
+        handle.write("spark.master.rest.enabled false\n")
+    env = dict(os.environ)
+    env.pop("SPARK_NO_DAEMONIZE", None)  # spark-daemon.sh would run the daemon in the foreground
+    env.update(
+        SPARK_HOME=home,
+        SPARK_LOG_DIR=log_dir,
+        SPARK_PID_DIR=pid_dir,
+        SPARK_LOCAL_IP=HOST,
+        SPARK_IDENT_STRING=IDENT,
+    )
+    launcher_log = os.path.join(log_dir, "launcher.log")
+    partial = StandaloneCluster(work_dir, "", "", 0, (), (), worker_dirs=worker_dirs, spark_home=home)
+    try:
+        cluster = _start(home, env, work_dir, launcher_log, worker_dirs, cores_per_worker, memory_per_worker, deadline)
+    except BaseException as exc:
+        try:
+            partial.stop(timeout_s=10.0)
+        except ClusterStopError as stop_exc:
+            exc.add_note(str(stop_exc))
+        if isinstance(exc, ClusterStartError):
+            raise ClusterStartError(f"{exc}\n{_log_tails(log_dir)}") from None
+        raise
+    _write_state(cluster)
+    return cluster
+
+
+def _start(
+    home: str,
+    env: Mapping[str, str],
+    work_dir: str,
+    launcher_log: str,
+    worker_dirs: tuple[str, ...],
+    cores: int,
+    memory: str,
+    deadline: float,
+) -> StandaloneCluster:
+    log_dir, pid_dir = env["SPARK_LOG_DIR"], env["SPARK_PID_DIR"]
+    args = ["--host", HOST, "--port", str(_free_port()), "--webui-port", str(_free_port())]
+    args += ["--properties-file", os.path.join(work_dir, "master.properties")]
+    launcher = _launch(home, env, [MASTER_CLASS, "1", *args], work_dir, launcher_log)
+    if launcher.wait(timeout=max(1.0, deadline - time.monotonic())) != 0:
+        raise ClusterStartError(f"spark-daemon.sh start {MASTER_CLASS} exited with {launcher.returncode}")
+    master_pid = _pid_from_file(pid_dir, MASTER_CLASS, 1)
+    if master_pid is None:
+        raise ClusterStartError("the master wrote no pid file")
+
+    def master_log() -> str | None:
+        return _log_file(log_dir, MASTER_CLASS, 1)
+
+    master_url = _wait_for(_MASTER_URL_RE, master_log, deadline, master_pid, "the master")
+    webui_url = f"http://{HOST}:{_wait_for(_MASTER_UI_RE, master_log, deadline, master_pid, 'the master')}"
+
+    launchers = []
+    for i, worker_dir in enumerate(worker_dirs, start=1):
+        worker_args = ["--host", HOST, "--port", str(_free_port()), "--cores", str(cores), "--memory", memory]
+        worker_args += ["--webui-port", str(_free_port()), master_url]
+        worker_env = {**env, "SPARK_WORKER_DIR": worker_dir}
+        launchers.append(_launch(home, worker_env, [WORKER_CLASS, str(i), *worker_args], work_dir, launcher_log))
+    # spark-daemon.sh sleeps about 2.5 s after each launch; starting them together pays that once.
+    for i, proc in enumerate(launchers, start=1):
+        if proc.wait(timeout=max(1.0, deadline - time.monotonic())) != 0:
+            raise ClusterStartError(f"spark-daemon.sh start {WORKER_CLASS} {i} exited with {proc.returncode}")
+    worker_pids: list[int] = []
+    worker_ports: list[int] = []
+    for i in range(1, len(worker_dirs) + 1):
+        pid = _pid_from_file(pid_dir, WORKER_CLASS, i)
+        if pid is None:
+            raise ClusterStartError(f"worker {i} wrote no pid file")
+        worker_pids.append(pid)
+
+        def worker_log(i: int = i) -> str | None:
+            return _log_file(log_dir, WORKER_CLASS, i)
+
+        worker_ports.append(int(_wait_for(_WORKER_PORT_RE, worker_log, deadline, pid, f"worker {i}")))
+
+    webuis = _wait_until_alive(f"{webui_url}/json/", worker_ports, deadline, [master_pid, *worker_pids])
+    return StandaloneCluster(
+        work_dir=work_dir,
+        master_url=master_url,
+        webui_url=webui_url,
+        master_pid=master_pid,
+        worker_pids=tuple(worker_pids),
+        worker_webui_urls=tuple(webuis[port] for port in worker_ports),
+        worker_urls=tuple(f"spark://Worker@{HOST}:{port}" for port in worker_ports),
+        worker_dirs=worker_dirs,
+        spark_home=env["SPARK_HOME"],
+        cores_per_worker=cores,
+        memory_per_worker=memory,
+    )
+
+
+def _wait_until_alive(json_url: str, worker_ports: list[int], deadline: float, pids: list[int]) -> dict[int, str]:
+    """Wait for the master to be ALIVE with every worker ALIVE; return each worker's web UI by RPC port."""
+    last: Any = None
+    while time.monotonic() < deadline:
+        for pid in pids:
+            if not psutil.pid_exists(pid):
+                raise ClusterStartError(f"daemon {pid} exited during start-up; last master status: {last!r:.500}")
+        with contextlib.suppress(HttpRequestError, ValueError):
+            last = get_json(json_url, timeout_s=5.0)
+            alive = {
+                int(w["port"]): str(w["webuiaddress"])
+                for w in last.get("workers", [])
+                if w.get("state") == "ALIVE" and w.get("host") == HOST
+            }
+            if last.get("status") == "ALIVE" and all(port in alive for port in worker_ports):
+                return {port: alive[port] for port in worker_ports}
+        time.sleep(0.5)
+    raise ClusterStartError(f"the master did not report all workers ALIVE in time; last status: {last!r:.500}")
+
+
+def _write_state(cluster: StandaloneCluster) -> None:
+    state = asdict(cluster)
+    state["ports"] = {
+        "master": int(cluster.master_url.rsplit(":", 1)[1]),
+        "webui": int(cluster.webui_url.rsplit(":", 1)[1]),
+        "workers": [int(url.rsplit(":", 1)[1]) for url in cluster.worker_urls],
+        "worker_webuis": [int(url.rsplit(":", 1)[1]) for url in cluster.worker_webui_urls],
+    }
+    path = os.path.join(cluster.work_dir, STATE_FILE)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2)
+    # Readers never see a half-written file.
+    os.replace(temporary, path)
+
+
+def load_cluster(work_dir: str) -> StandaloneCluster:
+    """The cluster recorded in ``work_dir/cluster.json``; ClusterNotFoundError if there is none."""
+    path = os.path.join(os.path.abspath(work_dir), STATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        hint = f"start one with `cluster start --dir {work_dir}`"
+        raise ClusterNotFoundError(f"no cluster state in {path}; {hint}") from None
+    names = {f.name for f in fields(StandaloneCluster)}
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in state.items() if k in names}
+    try:
+        return StandaloneCluster(**values)
+    except TypeError as exc:
+        raise ValueError(f"{path} is not a cluster state file: {exc}") from exc
+
+
+def stop_local_cluster(work_dir: str, timeout_s: float = 30.0) -> None:
+    """Stop the cluster recorded in `work_dir` and remove its state file."""
+    load_cluster(work_dir).stop(timeout_s)
