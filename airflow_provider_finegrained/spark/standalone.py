@@ -103,6 +103,7 @@ class StandaloneCluster:
         Raises ClusterStopError if anything survives.
         """
         _terminate(lambda: _cluster_processes(self, None), timeout_s, "cluster in " + self.work_dir)
+        _remove_pid_files(self.pid_dir)
         state = os.path.join(self.work_dir, STATE_FILE)
         with contextlib.suppress(FileNotFoundError, ClusterNotFoundError, ValueError):
             if load_cluster(self.work_dir).master_url == self.master_url:
@@ -250,6 +251,17 @@ def _pid_from_file(pid_dir: str, cls: str, instance: int) -> int | None:
         return None
 
 
+def _remove_pid_files(pid_dir: str) -> None:
+    """Remove the daemons' pid files once they are gone (as ``spark-daemon.sh stop`` does).
+
+    spark-daemon.sh refuses to start a daemon whose pid file names a process called java, and a
+    stopped daemon stays a java zombie until init reaps it, which can take seconds.
+    """
+    for path in glob.glob(os.path.join(pid_dir, f"spark-{IDENT}-*.pid")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
 def _launch(home: str, env: Mapping[str, str], args: list[str], cwd: str, launcher_log: str) -> subprocess.Popen[bytes]:
     with open(launcher_log, "ab") as log:
         # A session of its own: the daemon outlives this process and a Ctrl-C at our terminal.
@@ -300,6 +312,8 @@ def start_local_cluster(
             raise ClusterStartError(f"a cluster already runs in {work_dir} ({existing.master_url}); stop it first")
     check_java()
     home = find_spark_home()
+    # No cluster runs here (checked above), so pid files left by a crash or a kill are stale.
+    _remove_pid_files(os.path.join(work_dir, "pids"))
     if not os.path.isfile(os.path.join(home, "sbin", "spark-daemon.sh")):
         raise ClusterStartError(f"{home} has no sbin/spark-daemon.sh; set SPARK_HOME to a Spark installation")
     deadline = time.monotonic() + timeout_s

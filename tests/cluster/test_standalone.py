@@ -209,3 +209,20 @@ def test_cli_cluster_losing_a_worker_and_stopping_with_applications_running(tmp_
             cluster.stop()
         if cluster is not None:
             assert cluster.processes() == []
+
+
+def test_a_stopped_cluster_starts_again_in_the_same_directory_at_once(tmp_path: Path) -> None:
+    # A stopped daemon stays a java zombie until init reaps it; its pid file must not block a restart.
+    for _ in range(2):
+        cluster = start_local_cluster(str(tmp_path), workers=1, cores_per_worker=1, memory_per_worker="1g")
+        try:
+            assert cluster.status()["aliveworkers"] == 1
+            pids = [p.pid for p in cluster.processes()]
+            assert len(pids) == 2
+        finally:
+            cluster.stop()
+        assert cluster.processes() == []
+        assert_all_gone(pids)
+        assert list((tmp_path / "pids").iterdir()) == []
+        with pytest.raises(ClusterNotFoundError):
+            load_cluster(str(tmp_path))
