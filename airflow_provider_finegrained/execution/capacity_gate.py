@@ -121,8 +121,12 @@ def capacity_source(settings: Any) -> CapacitySource:
     )
 
 
-def region_request(sizing: RegionSizing, min_parallelism: int) -> ExecutorRequest:
-    """What a sized region asks the cluster for."""
+def region_request(sizing: RegionSizing, min_parallelism: int, count_overhead: bool = True) -> ExecutorRequest:
+    """What a sized region asks the cluster for.
+
+    ``count_overhead`` False for a standalone master, which books only ``spark.executor.memory`` (and
+    off-heap) against a worker's memory; YARN and Kubernetes containers hold the overhead too.
+    """
     widest = max(s.parallelism for s in sizing.stages.values())
     if sizing.local:
         # Local mode: the driver JVM is the only executor; the machine's memory bounds it, not a container.
@@ -141,7 +145,7 @@ def region_request(sizing: RegionSizing, min_parallelism: int) -> ExecutorReques
         executor_cores=sizing.executor_cores,
         task_cpus=sizing.task_cpus,
         executor_memory=sizing.executor_memory,
-        memory_overhead=sizing.memory_overhead,
+        memory_overhead=sizing.memory_overhead if count_overhead else 0,
         off_heap_memory=sizing.off_heap_memory,
         executor_gpus=sizing.executor_gpus,
         parallelism=widest,

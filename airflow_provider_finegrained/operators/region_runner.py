@@ -184,7 +184,7 @@ class RegionRunner:
     def _request(self, decision: RegionDecision) -> ExecutorRequest:
         minimums = {m: self._config_for(m).min_parallelism for m in self.members}
         least = minimum_slots(minimums, self.settings.min_slots, decision.sizing.slots)
-        return region_request(decision.sizing, least)
+        return region_request(decision.sizing, least, count_overhead=self.settings.master_kind != "standalone")
 
     def _acquire(self, decision: RegionDecision) -> Grant:
         source = capacity_source(self.settings)

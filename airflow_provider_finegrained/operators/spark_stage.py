@@ -142,6 +142,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         """Back from waiting for capacity: run the region, or fail with what was asked and what was free."""
         status = (event or {}).get("status")
         message = (event or {}).get("message", "no event")
+        waited = waited or (event or {}).get("waited")
         if status == "impossible":
             raise AirflowFailException(f"stage {self.task_id!r}: {message}")
         if status != "available":
@@ -191,6 +192,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
                 request=request_to_dict(wait.request),
                 deadline=deadline,
                 poll_interval=settings.capacity_poll_interval,
+                since=since,
             ),
             method_name="resume_after_capacity",
             kwargs={"waited": {"since": since, "deadline": deadline}},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,8 @@ class StageTaskReport:
 
     executors: list[str]
     spark_stages: list[SparkStageTasks] = field(default_factory=list)
+    executor_workers: dict[str, str] = field(default_factory=dict)
+    """Executor id to the worker that runs it (the address of the worker's log server; host otherwise)."""
 
     @property
     def total_tasks(self) -> int:
@@ -48,11 +51,19 @@ class StageTaskReport:
         return sum(s.cpu_time_s for s in self.spark_stages)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"executors": self.executors, "spark_stages": [asdict(s) for s in self.spark_stages]}
+        return {
+            "executors": self.executors,
+            "spark_stages": [asdict(s) for s in self.spark_stages],
+            "executor_workers": self.executor_workers,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StageTaskReport:
-        return cls(list(data["executors"]), [SparkStageTasks(**s) for s in data.get("spark_stages", [])])
+        return cls(
+            list(data["executors"]),
+            [SparkStageTasks(**s) for s in data.get("spark_stages", [])],
+            dict(data.get("executor_workers", {})),
+        )
 
 
 def task_spread(report: StageTaskReport, stage: SparkStageTasks) -> tuple[int, int]:
@@ -101,10 +112,21 @@ def _report(get: Callable[[str], Any], stage_ids: list[int], timeout_s: float) -
         if all(s.status in _DONE for s in stages) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    alive = sorted(e["id"] for e in get("/executors") if e.get("isActive", True))
+    infos = [e for e in get("/executors") if e.get("isActive", True)]
+    alive = sorted(e["id"] for e in infos)
     # On a cluster the driver is listed too but runs no tasks; in local mode it is the only executor.
     executors = [e for e in alive if e != "driver"] or alive
-    return StageTaskReport(executors, stages)
+    workers = {e["id"]: _worker_of(e) for e in infos if e["id"] in executors}
+    return StageTaskReport(executors, stages, workers)
+
+
+def _worker_of(info: Mapping[str, Any]) -> str:
+    # A standalone worker serves its executors' logs: that address tells workers on one host apart.
+    logs = info.get("executorLogs") or {}
+    url = logs.get("stdout") or logs.get("stderr")
+    if url:
+        return urllib.parse.urlsplit(str(url)).netloc
+    return str(info.get("hostPort", "")).rsplit(":", 1)[0]
 
 
 def _get_json(url: str) -> Any:

@@ -22,12 +22,20 @@ class CapacityTrigger(BaseTrigger):
     when it resumes, and waits again if another region took it first.
     """
 
-    def __init__(self, source: dict[str, Any], request: dict[str, Any], deadline: float, poll_interval: float) -> None:
+    def __init__(
+        self,
+        source: dict[str, Any],
+        request: dict[str, Any],
+        deadline: float,
+        poll_interval: float,
+        since: float | None = None,
+    ) -> None:
         super().__init__()
         self.source = source
         self.request = request
         self.deadline = deadline
         self.poll_interval = poll_interval
+        self.since = time.time() if since is None else since
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -37,6 +45,7 @@ class CapacityTrigger(BaseTrigger):
                 "request": self.request,
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
+                "since": self.since,
             },
         )
 
@@ -44,6 +53,8 @@ class CapacityTrigger(BaseTrigger):
         source = CapacitySource.from_dict(self.source)
         request = ExecutorRequest(**self.request)
         message = "capacity was not checked"
+        # The wait's start and deadline travel in every event: `dag.test` replaces the resume kwargs by the event.
+        waited = {"since": self.since, "deadline": self.deadline}
         while True:
             try:
                 capacity = await asyncio.to_thread(source.read)
@@ -53,14 +64,14 @@ class CapacityTrigger(BaseTrigger):
                 decision = decide_capacity(request, capacity.workers)
                 message = f"{decision.message} ({capacity.source})"
                 if decision.can_run:
-                    yield TriggerEvent({"status": "available", "message": message})
+                    yield TriggerEvent({"status": "available", "message": message, "waited": waited})
                     return
                 if decision.outcome is CapacityOutcome.IMPOSSIBLE:
-                    yield TriggerEvent({"status": "impossible", "message": message})
+                    yield TriggerEvent({"status": "impossible", "message": message, "waited": waited})
                     return
             remaining = self.deadline - time.time()
             if remaining <= 0:
-                yield TriggerEvent({"status": "timeout", "message": message})
+                yield TriggerEvent({"status": "timeout", "message": message, "waited": waited})
                 return
             self.log.info("Waiting for capacity: %s", message)
             await asyncio.sleep(min(self.poll_interval, remaining))

@@ -16,7 +16,9 @@ from airflow_provider_finegrained.planning.capacity import ExecutorRequest, Reso
 GiB = 2**30
 
 
-def sizing(executors: int, cores: int = 2, task_cpus: int = 1, memory: int = 4 * GiB, local: bool = False) -> RegionSizing:
+def sizing(
+    executors: int, cores: int = 2, task_cpus: int = 1, memory: int = 4 * GiB, local: bool = False
+) -> RegionSizing:
     return RegionSizing(
         executor_instances=executors,
         executor_cores=cores,
@@ -49,9 +51,7 @@ def test_minimum_resources_become_dynamic_allocation_bounds(
     bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
 ) -> None:
     conf = minimum_resources_conf(bounds, region)
-    got = tuple(
-        int(conf[f"spark.dynamicAllocation.{k}"]) for k in ("minExecutors", "initialExecutors", "maxExecutors")
-    )
+    got = tuple(int(conf[f"spark.dynamicAllocation.{k}"]) for k in ("minExecutors", "initialExecutors", "maxExecutors"))
     assert got == expected
     assert conf["spark.dynamicAllocation.enabled"] == "true"
     assert conf["spark.dynamicAllocation.shuffleTracking.enabled"] == "true"

@@ -1,0 +1,61 @@
+"""The capacity trigger: serializes for the triggerer, fires when the request fits, gives up at the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_finegrained.capacity import Reservation, ReservationLedger
+from airflow_provider_finegrained.execution.capacity_gate import CapacitySource
+from airflow_provider_finegrained.planning.capacity import ExecutorRequest
+from airflow_provider_finegrained.triggers.capacity import CapacityTrigger, request_to_dict
+
+GiB = 2**30
+REQUEST = ExecutorRequest(executors=2, cores=2, memory=4 * GiB, parallelism=4, min_parallelism=2, slots_per_executor=2)
+
+
+def first_event(trigger: CapacityTrigger) -> dict[str, Any]:
+    async def one() -> dict[str, Any]:
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(one())
+
+
+def trigger_for(ledger: Path, cores: int, deadline_s: float) -> CapacityTrigger:
+    source = CapacitySource("declared", cores=cores, memory=64 * GiB, label="declared", ledger_folder=str(ledger))
+    return CapacityTrigger(source.to_dict(), request_to_dict(REQUEST), time.time() + deadline_s, 0.1, since=100.0)
+
+
+def test_serialize_round_trips() -> None:
+    trigger = trigger_for(Path("/tmp/ledger"), 4, 60)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_provider_finegrained.triggers.capacity.CapacityTrigger"
+    assert CapacityTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_fires_available_when_the_request_fits(tmp_path: Path) -> None:
+    event = first_event(trigger_for(tmp_path, cores=4, deadline_s=30))
+    assert event["status"] == "available"
+    assert "running as planned: 2 executor(s) of 2 core(s), 4.0 GiB" in event["message"]
+    assert event["waited"]["since"] == 100.0
+
+
+def test_a_reservation_in_the_ledger_keeps_it_waiting_until_the_deadline(tmp_path: Path) -> None:
+    with ReservationLedger(tmp_path).locked() as view:
+        view.add(Reservation(key="other", app_name="other", executors=1, executor_cores=3, executor_memory=GiB))
+    started = time.monotonic()
+    event = first_event(trigger_for(tmp_path, cores=4, deadline_s=1.0))
+    assert event["status"] == "timeout"
+    assert 0.9 <= time.monotonic() - started < 10
+    assert "not enough free resources: asked for 2 executor(s) of 2 core(s), 4.0 GiB" in event["message"]
+    assert "free: 1 core(s)" in event["message"]
+
+
+def test_a_request_no_worker_can_hold_is_reported_at_once(tmp_path: Path) -> None:
+    event = first_event(trigger_for(tmp_path, cores=1, deadline_s=30))
+    assert event["status"] == "impossible"
+    assert "no worker can ever hold one executor of 2 core(s)" in event["message"]

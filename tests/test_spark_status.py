@@ -1,0 +1,83 @@
+"""Reading Spark's own task report: stage attempts as the status API lists them, and the spread over executors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_provider_finegrained.runtime.spark_status import (
+    SparkStageTasks,
+    StageTaskReport,
+    _report,
+    parse_stage_attempts,
+    task_spread,
+)
+
+
+def attempt(
+    stage: int, status: str, tasks: int, per_executor: dict[str, int], run_ms: int = 0, cpu_ns: int = 0
+) -> dict[str, Any]:
+    # The fields of /api/v1/applications/<app>/stages/<id> that the report reads (Spark 4.3).
+    return {
+        "stageId": stage,
+        "attemptId": 0,
+        "status": status,
+        "numTasks": tasks,
+        "executorRunTime": run_ms,
+        "executorCpuTime": cpu_ns,
+        "executorSummary": {k: {"succeededTasks": v, "failedTasks": 0} for k, v in per_executor.items()},
+    }
+
+
+def test_attempts_become_stage_tasks_with_seconds() -> None:
+    (parsed,) = parse_stage_attempts([attempt(3, "COMPLETE", 4, {"0": 2, "1": 2}, run_ms=1500, cpu_ns=2_500_000_000)])
+    assert parsed == SparkStageTasks(3, 0, "COMPLETE", 4, {"0": 2, "1": 2}, 1.5, 2.5)
+
+
+@pytest.mark.parametrize(
+    ("executors", "per_executor", "expected"),
+    [
+        (["0", "1", "2", "3"], {"0": 2, "1": 2, "2": 2, "3": 2}, (2, 2)),
+        (["0", "1", "2", "3"], {"0": 3, "1": 2, "2": 2, "3": 1}, (1, 3)),
+        (["0", "1", "2", "3"], {"0": 1, "1": 1}, (0, 1)),  # two tasks on four executors: idle ones count as 0
+        (["0", "1"], {"0": 2, "1": 1, "7": 1}, (1, 2)),  # executor 7 was lost during the stage but ran a task
+        ([], {}, (0, 0)),
+    ],
+)
+def test_task_spread_counts_idle_executors(
+    executors: list[str], per_executor: dict[str, int], expected: tuple[int, int]
+) -> None:
+    stage = SparkStageTasks(0, 0, "COMPLETE", sum(per_executor.values()), per_executor, 0, 0)
+    assert task_spread(StageTaskReport(executors, [stage]), stage) == expected
+
+
+def test_report_waits_for_the_status_store_and_leaves_out_the_driver_on_a_cluster() -> None:
+    answers = {
+        "/stages/1": [[attempt(1, "ACTIVE", 2, {"0": 1})], [attempt(1, "COMPLETE", 2, {"0": 1, "1": 1})]],
+        "/stages/2": [[attempt(2, "SKIPPED", 2, {})]],
+        "/executors": [
+            [
+                {"id": "driver", "isActive": True, "hostPort": "127.0.0.1:40000"},
+                {"id": "0", "isActive": True, "executorLogs": {"stdout": "http://127.0.0.1:8081/logPage/?x=1"}},
+                {"id": "1", "isActive": True, "executorLogs": {"stdout": "http://127.0.0.1:8082/logPage/?x=1"}},
+                {"id": "9", "isActive": False},
+            ]
+        ],
+    }
+
+    def get(path: str) -> Any:
+        replies = answers[path]
+        return replies.pop(0) if len(replies) > 1 else replies[0]
+
+    report = _report(get, [1, 2], timeout_s=5)
+    assert report.executors == ["0", "1"]
+    assert report.executor_workers == {"0": "127.0.0.1:8081", "1": "127.0.0.1:8082"}
+    assert [s.status for s in report.spark_stages] == ["COMPLETE", "SKIPPED"]
+    assert report.total_tasks == 2  # a skipped stage ran nothing
+    assert StageTaskReport.from_dict(report.to_dict()) == report
+
+
+def test_local_mode_keeps_the_driver_as_its_only_executor() -> None:
+    report = _report(lambda path: [{"id": "driver", "hostPort": "localhost:1"}] if path == "/executors" else [], [], 1)
+    assert report.executors == ["driver"]
