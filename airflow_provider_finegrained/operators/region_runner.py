@@ -7,8 +7,10 @@ stage's trace and result where the region's other tasks find them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -89,6 +91,11 @@ class RegionRunner:
         self._killed = False
         self.waited_since = waited_since
         self.app_name = f"{self.dag.dag_id}.{region} [{self.run_id} try {self.try_number}]"
+        self.k8s_driver_pod: str | None = None
+        if settings.master_kind == "k8s" and settings.deploy_mode == "cluster":
+            # A known pod name lets on_kill delete exactly this driver (spark-submit --kill ns:pod).
+            digest = hashlib.sha1(self.app_name.encode("utf-8")).hexdigest()[:16]
+            self.k8s_driver_pod = settings.spark_conf.get("spark.kubernetes.driver.pod.name", f"fg-{digest}-driver")
 
     # ------------------------------------------------------------------ public
 
@@ -176,8 +183,45 @@ class RegionRunner:
 
     def kill(self) -> None:
         self._killed = True
-        if self._process is not None:
-            self._process.kill()
+        process = self._process
+        if process is None:
+            return
+        process.kill()
+        if self.settings.deploy_mode == "cluster":
+            self._kill_cluster_driver(process.driver_id, process.application_id)
+
+    def _kill_cluster_driver(self, driver_id: str | None, application_id: str | None) -> None:
+        """In cluster mode the driver runs on the cluster: killing spark-submit leaves it running there."""
+        from airflow_provider_finegrained.spark import cluster_managers, standalone_driver
+
+        settings, log = self.settings, self.leader.log
+        if settings.master_kind == "standalone" and driver_id:
+            urls = settings.webui_json_urls()
+            state = standalone_driver.kill_driver(
+                settings.master.split(",")[0],
+                driver_id,
+                spark_home=settings.spark_home,
+                webui_json_url=urls[0] if urls else None,
+            )
+            log.info("Driver %s on %s ended: %s", driver_id, settings.master, state)
+        elif settings.master_kind == "yarn" and application_id and settings.yarn_resourcemanager_url:
+            state = cluster_managers.kill_yarn_app(settings.yarn_resourcemanager_url, application_id)
+            log.info("YARN application %s: %s", application_id, state)
+        elif settings.master_kind == "k8s" and self.k8s_driver_pod:
+            namespace = settings.spark_conf.get("spark.kubernetes.namespace", "default")
+            command = cluster_managers.k8s_kill_command(
+                settings.master, namespace, self.k8s_driver_pod, spark_home=settings.spark_home
+            )
+            subprocess.run(command, check=False, timeout=120)
+            log.info("Asked Kubernetes to delete driver pod %s/%s", namespace, self.k8s_driver_pod)
+        else:
+            log.warning(
+                "The driver of region %s runs on %s and could not be stopped from here (driver %s, application %s)",
+                self.region,
+                settings.master,
+                driver_id,
+                application_id,
+            )
 
     # ------------------------------------------------------------------ capacity (FLIP-138)
 
@@ -345,6 +389,12 @@ class RegionRunner:
         if not decision.sizing.local:
             # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
             conf["spark.driver.memory"] = f"{self.settings.driver_memory // 2**20}m"
+            # Even spread (FLIP-370): start the first tasks only once every granted executor has registered;
+            # Spark's default starts on the first one, which then takes the first wave almost alone.
+            conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0"
+            conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "60s"
+        if self.k8s_driver_pod:
+            conf["spark.kubernetes.driver.pod.name"] = self.k8s_driver_pod
         conf.update({k: str(v) for k, v in self.settings.spark_conf.items()})
         for member in self.members:
             conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
