@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 # Set before anything imports airflow: its configuration is read at import time.
 _HOME = Path(tempfile.mkdtemp(prefix="finegrained-airflow-home-"))
@@ -18,3 +22,21 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """A migrated SQLite metadata database in the tests' AIRFLOW_HOME."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, env=os.environ.copy(), timeout=600)
+
+
+@pytest.fixture(scope="session")
+def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TPC-H tables at scale factor 0.01 (parquet, from tpchgen-cli), generated once per session."""
+    sys.path.insert(0, str(REPO / "dags_examples"))
+    from tpch_data import generate
+
+    out = tmp_path_factory.mktemp("tpch-sf0.01")
+    generate(0.01, out)
+    return out

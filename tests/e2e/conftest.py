@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +11,6 @@ from typing import Any
 import pytest
 
 from tests.conftest import DAGS_FOLDER, REPO
-
-
-@pytest.fixture(scope="session")
-def airflow_db() -> None:
-    airflow = str(Path(sys.executable).parent / "airflow")
-    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True, env=os.environ.copy(), timeout=600)
 
 
 @pytest.fixture(scope="session")

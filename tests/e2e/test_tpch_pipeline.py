@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,21 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from tests.conftest import REPO
 from tests.e2e.conftest import load_dag
 from tests.tpch import reference
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.path.insert(0, str(REPO / "dags_examples"))
-    from tpch_data import generate
-
-    out = tmp_path_factory.mktemp("tpch-sf0.01")
-    generate(0.01, out)
-    return out
 
 
 @pytest.fixture(scope="module")
