@@ -153,12 +153,13 @@ def region_request(sizing: RegionSizing, min_parallelism: int, count_overhead: b
     )
 
 
-def reduced_profile(profile: ClusterProfile, request: ExecutorRequest, executors: int) -> ClusterProfile:
-    """The cluster profile a region is sized again with when only ``executors`` of its request fit."""
+def reduced_profile(profile: ClusterProfile, sizing: RegionSizing, executors: int) -> ClusterProfile:
+    """The cluster profile a region is sized again with when only ``executors`` of its planned ones fit."""
+    per_executor = sizing.executor_memory + sizing.memory_overhead + sizing.off_heap_memory
     return replace(
         profile,
-        total_cores=max(1, executors * request.cores),
-        total_memory=max(1, executors * request.memory),
+        total_cores=max(1, executors * sizing.executor_cores),
+        total_memory=max(1, executors * per_executor),
     )
 
 

@@ -120,12 +120,19 @@ class RegionRunner:
         grant = self._acquire(decision)
         try:
             if grant.decision.outcome is CapacityOutcome.REDUCED:
-                smaller = reduced_profile(profile, self._request(decision), grant.decision.executors)
+                smaller = reduced_profile(profile, decision.sizing, grant.decision.executors)
                 decision = decide_region(self.plan, self.region, inputs, self._config_for, smaller)
             timings["decide_s"] = time.perf_counter() - clock
             waited_s = time.time() - self.waited_since if self.waited_since else None
             for trace in decision.traces.values():
                 trace.capacity = grant.trace(waited_s)
+                if grant.decision.outcome is CapacityOutcome.REDUCED:
+                    # Each stage keeps its data-driven parallelism (its tasks' memory share is unchanged) and
+                    # runs in more waves on the granted executors.
+                    trace.capacity["message"] += (
+                        f"; sized again on {decision.sizing.executor_instances} executor(s), "
+                        f"{trace.waves} wave(s) for this stage"
+                    )
             return self._run_decided(decision, inputs, folder, timings)
         finally:
             grant.release()

@@ -56,6 +56,8 @@ class CapacityDecision:
     outcome: CapacityOutcome
     executors: int
     parallelism: int
+    """The most tasks that keep the planned number of waves on the granted slots (never below the minimum);
+    a caller may instead keep each stage's parallelism and run more waves."""
     message: str
 
     @property
@@ -100,8 +102,7 @@ def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity])
             CapacityOutcome.REDUCED,
             fitting,
             parallelism,
-            f"running smaller: asked for {request.executors} executor(s) of {asked}, "
-            f"{fitting} fit ({free}); parallelism {request.parallelism} -> {parallelism}",
+            f"running smaller: asked for {request.executors} executor(s) of {asked}, {fitting} fit ({free})",
         )
     return CapacityDecision(
         CapacityOutcome.WAIT,

@@ -387,3 +387,36 @@ def test_cluster_deploy_mode_runs_the_region_driver_on_a_worker(
     assert all(r["trace"]["application_id"].startswith("app-") for r in results.values())
     drivers = [d for d in cluster.status()["completeddrivers"] if d["id"] not in before]
     assert len(drivers) == 2 and {d["state"] for d in drivers} == {"FINISHED"}  # one driver per region
+
+
+def test_a_region_runs_smaller_when_only_part_of_its_request_is_free(
+    on_cluster: StandaloneCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two of the four cores are held by another region (in the ledger): a stage asking for four runs on two."""
+    from airflow_provider_finegrained.capacity import Reservation, ReservationLedger
+    from airflow_provider_finegrained.execution.capacity_gate import capacity_source
+    from airflow_provider_finegrained.hooks import FineGrainedSparkHook
+
+    folder = capacity_source(FineGrainedSparkHook().get_settings()).ledger_folder
+    assert folder is not None
+    holder = subprocess.Popen(["sleep", "600"])
+    key = "other-dag/run/region-9/try=1"
+    with ReservationLedger(folder).locked() as view:
+        view.add(
+            Reservation(key=key, app_name="other", executors=2, executor_cores=1, executor_memory=2**30, pid=holder.pid)
+        )
+    try:
+        dag = one_stage_dag("runs_smaller", 'Stage(task_id="huge", python_callable=huge, parallelism=4)')
+        run = dag.test()
+    finally:
+        ReservationLedger(folder).release(key)
+        holder.kill()
+        holder.wait()
+    assert run.state == "success"
+    trace = stage_results("runs_smaller", run.run_id)[1]["huge"]["trace"]
+    assert trace["capacity"]["outcome"] == "reduced"
+    assert "asked for 4 executor(s) of 1 core(s), 1.0 GiB, 2 fit" in trace["capacity"]["message"]
+    assert trace["capacity"]["message"].endswith("sized again on 2 executor(s), 2 wave(s) for this stage")
+    assert (trace["parallelism"], trace["waves"]) == (4, 2)
+    assert trace["executors"] == 2 == len(trace["spark_tasks"]["executors"])
+    assert trace["spark_conf"]["spark.cores.max"] == "2"

@@ -11,7 +11,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     reduced_profile,
 )
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing
-from airflow_provider_finegrained.planning.capacity import ExecutorRequest, ResourceBounds
+from airflow_provider_finegrained.planning.capacity import ResourceBounds
 
 GiB = 2**30
 
@@ -93,10 +93,20 @@ def test_a_region_needs_its_largest_minimum(
 
 def test_reduced_profile_holds_exactly_the_granted_executors() -> None:
     profile = ClusterProfile(total_cores=8, total_memory=32 * GiB, executor_cores=2, executor_memory=4 * GiB)
-    request = ExecutorRequest(executors=4, cores=2, memory=4 * GiB + 410 * 2**20, parallelism=8)
-    smaller = reduced_profile(profile, request, 2)
+    smaller = reduced_profile(profile, sizing(4), 2)
+    # Two executors of 4 GiB heap plus 410 MiB overhead: the memory a standalone request leaves out counts here.
     assert (smaller.total_cores, smaller.total_memory) == (4, 2 * (4 * GiB + 410 * 2**20))
     assert (smaller.executor_cores, smaller.executor_memory) == (2, 4 * GiB)
+
+
+def test_a_region_sized_again_on_the_reduced_profile_gets_the_granted_executors() -> None:
+    from airflow_provider_finegrained.planning import StageDemand, size_region
+
+    profile = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, executor_memory=GiB)
+    planned = size_region([StageDemand("s", 4)], profile)
+    assert planned.executor_instances == 4
+    again = size_region([StageDemand("s", 4)], reduced_profile(profile, planned, 2))
+    assert (again.executor_instances, again.stages["s"].parallelism, again.stages["s"].waves) == (2, 4, 2)
 
 
 def test_capacity_source_round_trips_through_a_trigger_payload() -> None:
