@@ -35,3 +35,18 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         cluster.stop()
         assert cluster.processes() == []
         assert_all_gone(pids)
+
+
+def sleeping_app(tmp_path: Path) -> str:
+    """A PySpark application that holds its executors until it is killed."""
+    app = tmp_path / "sleeper.py"
+    app.write_text(
+        "import time\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "assert spark.sparkContext.parallelize(range(4), 2).count() == 4\n"
+        "print('STARTED', spark.sparkContext.applicationId, flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    return str(app)

@@ -15,7 +15,7 @@ from airflow_provider_finegrained.spark import standalone_driver as drivers
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess, SubmitResult, run_spark_submit
 from airflow_provider_finegrained.spark.standalone import StandaloneCluster
 from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command, build_spark_submit_env
-from tests.cluster.conftest import assert_all_gone
+from tests.cluster.conftest import assert_all_gone, sleeping_app
 
 pytestmark = pytest.mark.slow
 
@@ -143,16 +143,7 @@ def test_unknown_drivers(standalone_cluster: StandaloneCluster) -> None:
 def test_long_running_drivers_are_killed_with_everything_they_started(
     standalone_cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
-    app = tmp_path / "sleeper.py"
-    app.write_text(
-        "import time\n"
-        "from pyspark.sql import SparkSession\n"
-        "spark = SparkSession.builder.getOrCreate()\n"
-        "assert spark.sparkContext.parallelize(range(4), 2).count() == 4\n"
-        "print('STARTED', spark.sparkContext.applicationId, flush=True)\n"
-        "while True:\n"
-        "    time.sleep(1)\n"
-    )
+    app = Path(sleeping_app(tmp_path))
     # Two at once: one is killed following the master's /json/, the other by the submission client alone.
     runs: list[tuple[SparkSubmitProcess, list[SubmitResult], threading.Thread]] = []
     for _ in range(2):

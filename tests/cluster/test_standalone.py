@@ -25,7 +25,7 @@ from airflow_provider_finegrained.spark.standalone import (
     stop_local_cluster,
 )
 from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command, build_spark_submit_env
-from tests.cluster.conftest import assert_all_gone
+from tests.cluster.conftest import assert_all_gone, sleeping_app
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -92,20 +92,6 @@ def test_settings_are_checked_before_anything_starts(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def _sleeping_app(tmp_path: Path) -> str:
-    app = tmp_path / "sleeper.py"
-    app.write_text(
-        "import time\n"
-        "from pyspark.sql import SparkSession\n"
-        "spark = SparkSession.builder.getOrCreate()\n"
-        "assert spark.sparkContext.parallelize(range(4), 2).count() == 4\n"
-        "print('STARTED', spark.sparkContext.applicationId, flush=True)\n"
-        "while True:\n"
-        "    time.sleep(1)\n"
-    )
-    return str(app)
-
-
 def _wait_for_log(cluster: StandaloneCluster, driver_id: str, text: str, timeout_s: float = 300) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -152,7 +138,7 @@ def test_cli_cluster_losing_a_worker_and_stopping_with_applications_running(tmp_
 
         # A cluster-mode application with one executor on each worker (1 core each, next to the driver).
         request = SubmitRequest(
-            application=_sleeping_app(tmp_path),
+            application=sleeping_app(tmp_path),
             master=cluster.master_url,
             deploy_mode="cluster",
             name="sleeper",
