@@ -7,6 +7,8 @@ Keys (all values are small JSON):
 - ``finegrained_trace``: the decision trace: bytes consumed, config in force, decided parallelism and
   the rule that decided it, executors, cores, memory, memory fraction, region and slot sharing group.
 - ``finegrained_region``: on a region's leader, where the region's run keeps its per-stage results.
+- ``finegrained_plan``: the DAG's plan as every stage saw it when it started
+  (:func:`planning.render.plan_to_dict`: stages, exchanges, regions, slot sharing groups).
 
 Pure Python: no Airflow or Spark imports.
 """
@@ -20,6 +22,7 @@ from typing import Any
 OUTPUT_KEY = "finegrained_output"
 TRACE_KEY = "finegrained_trace"
 REGION_KEY = "finegrained_region"
+PLAN_KEY = "finegrained_plan"
 CONTRACT_VERSION = 1
 
 

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from airflow_provider_finegrained.contract import OUTPUT_KEY, TRACE_KEY
+from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, TRACE_KEY
 from airflow_provider_finegrained.planning.units import format_bytes
 
 
@@ -23,7 +23,7 @@ def add_parser(commands: Any) -> None:
 
 
 def stage_results(dag_id: str, run_id: str | None = None) -> tuple[str, dict[str, dict[str, Any]]]:
-    """``(run_id, {stage: {"trace": ..., "output": ...}})`` from XCom, in the order stages ran."""
+    """``(run_id, {stage: {"trace": ..., "output": ..., "plan": ...}})`` from XCom, in the order stages ran."""
     from airflow.models.dagrun import DagRun
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -38,7 +38,7 @@ def stage_results(dag_id: str, run_id: str | None = None) -> tuple[str, dict[str
                 raise ValueError(f"DAG {dag_id!r} has no runs")
             run_id = latest.run_id
         results: dict[str, dict[str, Any]] = {}
-        for key, field in ((TRACE_KEY, "trace"), (OUTPUT_KEY, "output")):
+        for key, field in ((TRACE_KEY, "trace"), (OUTPUT_KEY, "output"), (PLAN_KEY, "plan")):
             rows: list[Any] = list(session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, key=key)))
             for row in rows:
                 results.setdefault(row.task_id, {})[field] = XComModel.deserialize_value(row)

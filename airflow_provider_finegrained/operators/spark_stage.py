@@ -17,10 +17,11 @@ from typing import Any, ClassVar, NoReturn
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_finegrained.contract import OUTPUT_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
+from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
+from airflow_provider_finegrained.planning.render import plan_to_dict
 from airflow_provider_finegrained.planning.units import format_bytes
 
 OUTPUT_FORMATS = ("parquet", "orc")
@@ -130,6 +131,8 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         plan = dag_plan(self.dag)
+        # Pushed first, so the UI draws the DAG's regions even for a run whose stages failed.
+        context["ti"].xcom_push(key=PLAN_KEY, value=plan_to_dict(plan))
         region = plan.stages[self.task_id].region
         leader = plan.regions[region][0]
         if self.task_id != leader:

@@ -24,6 +24,11 @@ def test_hello_stages_runs_and_publishes(examples: Path) -> None:
     assert squares["trace"]["consumed_bytes"] == {"numbers": numbers["output"]["total_bytes"]}
     assert squares["trace"]["rule"] == "bytes / avg_bytes_per_task"
     assert numbers["trace"]["rule"].startswith("source")
+    # Every stage pushed the DAG's plan for the UI: both stages, their exchange and regions.
+    plan = squares["plan"]
+    assert plan == numbers["plan"] and set(plan["stages"]) == {"numbers", "squares"}
+    assert [(e["producer"], e["consumer"]) for e in plan["exchanges"]] == [("numbers", "squares")]
+    assert plan["stages"]["squares"]["region"] == squares["trace"]["region"]
     table = pq.read_table(squares["output"]["path"])
     assert table.num_rows == 10_000 == squares["output"]["rows"]
     assert sorted(table.column("square").to_pylist())[-1] == 9_999**2
