@@ -295,6 +295,36 @@ FIELDS: Final[tuple[FormField, ...]] = (
         "15",
         minimum=0.1,
     ),
+    _f(
+        "history_server_url",
+        "Spark history server URL",
+        "Where the stage tasks' 'Spark UI' link points once an application has ended (its driver UI is gone "
+        "then). Unset: the link goes to the live application's UI only.",
+        "http://spark-history:18080",
+        "string",
+        "none",
+    ),
+    _f(
+        "warm_pool",
+        "Warm pool",
+        "How regions reach Spark: 'off' starts one application per region with spark-submit; 'auto' runs them "
+        "in a long-lived Spark Connect server the provider starts on first use and stops after the idle "
+        "timeout; an sc://host:port URL names an existing Spark Connect server. A region whose executors do "
+        "not fit the pool's executor shape runs as its own application.",
+        "auto",
+        "string",
+        "off",
+    ),
+    _f(
+        "warm_idle_timeout",
+        "Warm pool idle timeout (s)",
+        "A pool the provider started stops after this many seconds with no region running; 0 keeps it until "
+        "stopped with 'finegrained warm stop'.",
+        "600",
+        "number",
+        "600",
+        minimum=0,
+    ),
 )
 
 _BY_NAME: Final = {f.name: f for f in FIELDS}

@@ -38,6 +38,7 @@ MIN_MEMORY_OVERHEAD: Final = 384 * MiB
 """Spark's defaults for ``spark.executor.memoryOverhead`` (also :class:`ClusterProfile`'s)."""
 
 DEPLOY_MODES: Final = ("client", "cluster")
+WARM_POOL_MODES: Final = ("off", "auto")
 EXTRA_PREFIX: Final = "extra__finegrained_spark__"
 """Prefix of extras written by Airflow's older connection forms; accepted and stripped."""
 MASTER_FORMS: Final = (
@@ -299,6 +300,19 @@ def _storage_root(where: str, raw: object) -> str:
     return os.path.normpath(path)
 
 
+def _warm_pool(where: str, raw: object) -> str:
+    value = _text(where, raw)
+    if value in WARM_POOL_MODES:
+        return value
+    parts = urlsplit(value)
+    if parts.scheme == "sc" and parts.hostname:
+        return value
+    _fail(
+        f"{where}: {raw!r} is not a warm-pool setting; allowed: {', '.join(repr(m) for m in WARM_POOL_MODES)} "
+        "or a Spark Connect URL like sc://spark-connect:15002"
+    )
+
+
 def _http_url(where: str, raw: object) -> str:
     value = _text(where, raw)
     try:
@@ -400,10 +414,13 @@ _COERCE: Final[Mapping[str, Callable[[str, object], object]]] = MappingProxyType
         "yarn_resourcemanager_url": _optional(_http_url),
         "capacity_wait_timeout": lambda w, r: _number(w, r, minimum=0),
         "capacity_poll_interval": lambda w, r: _number(w, r, minimum=0.1),
+        "history_server_url": _optional(_http_url),
+        "warm_pool": _warm_pool,
+        "warm_idle_timeout": lambda w, r: _number(w, r, minimum=0),
     }
 )
 _RESOURCE_BOUNDS: Final = ("min_slots", "max_slots", "min_cpu", "max_cpu", "min_memory", "max_memory")
-_URL_FIELDS: Final = ("master", "storage_root", "master_webui_url", "yarn_resourcemanager_url")
+_URL_FIELDS: Final = ("master", "storage_root", "master_webui_url", "yarn_resourcemanager_url", "history_server_url")
 _NO_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
@@ -444,6 +461,13 @@ class ConnectionSettings:
     capacity_wait_timeout: float = 3600.0
     """Seconds a region waits (deferred) for free capacity before it fails; 0 fails at once."""
     capacity_poll_interval: float = 15.0
+    history_server_url: str | None = None
+    """A Spark history server's web address: the extra link's target once an application has ended."""
+    warm_pool: str = "off"
+    """``off`` (a spark-submit per region), ``auto`` (a Spark Connect pool the provider starts on demand)
+    or ``sc://host:port`` (an existing Spark Connect server)."""
+    warm_idle_timeout: float = 600.0
+    """Seconds a pool the provider started stays up with nothing to run; 0 keeps it until stopped."""
     secret_conf_keys: frozenset[str] = field(init=False, default=frozenset())
     """Keys of ``spark_conf`` whose values are secrets (derived)."""
 

@@ -239,4 +239,4 @@ def test_wired_form_as_the_ui_api_serves_it() -> None:
         "title": "Maximum parallelism",
     }
     assert meta["extra_fields"]["max_parallelism"]["value"] is None  # unset: [finegrained] still applies
-    assert len(meta["extra_fields"]) == 27
+    assert len(meta["extra_fields"]) == 30

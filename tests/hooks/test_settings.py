@@ -169,6 +169,10 @@ def test_cluster_total_memory_defaults_to_executors_that_fit_the_cores() -> None
         ("max_memory", "8g", 8 * GiB),
         ("min_cpu", "0.5", 0.5),
         ("max_cpu", "4", 4.0),
+        ("history_server_url", "http://history:18080/", "http://history:18080"),
+        ("warm_pool", "auto", "auto"),
+        ("warm_pool", "sc://127.0.0.1:15002", "sc://127.0.0.1:15002"),
+        ("warm_idle_timeout", "0", 0.0),
     ],
 )
 def test_strings_are_coerced(name: str, raw: Any, expected: Any) -> None:
@@ -339,6 +343,10 @@ def test_port_field_completes_a_standalone_host() -> None:
         ("max_memory", "-2g", "max_memory: '-2g' is not a byte size"),
         ("min_cpu", "-0.5", "min_cpu: '-0.5' is out of range; allowed: a number >= 0"),
         ("max_cpu", "inf", "max_cpu: 'inf' is not a number"),
+        ("history_server_url", "history:18080", "history_server_url: 'history:18080' is not an http(s) URL"),
+        ("warm_pool", "on", "warm_pool: 'on' is not a warm-pool setting; allowed: 'off', 'auto' or a Spark Connect"),
+        ("warm_pool", "http://x:15002", "warm_pool: 'http://x:15002' is not a warm-pool setting"),
+        ("warm_idle_timeout", "-5", "warm_idle_timeout: '-5' is out of range"),
     ],
 )
 def test_bad_values_name_field_value_and_allowed(name: str, raw: Any, expected: str) -> None:
