@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_finegrained.cli import cluster, report, size
+from airflow_provider_finegrained.cli import cluster, report, size, warm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_parser(commands)
     report.add_parser(commands)
     cluster.add_parser(commands)
+    warm.add_parser(commands)
     return parser
 
 

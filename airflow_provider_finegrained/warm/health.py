@@ -1,0 +1,50 @@
+"""Is a Spark Connect server usable: a gRPC channel, then a trivial query through a Connect session."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
+
+
+def grpc_target(url: str) -> str:
+    """``host:port`` of an ``sc://host:port[/;params]`` URL (15002, Spark Connect's default, if none)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sc" or not parts.hostname:
+        raise WarmPoolUnavailable(f"{url!r} is not a Spark Connect URL; allowed: e.g. sc://127.0.0.1:15002")
+    return f"{parts.hostname}:{parts.port or 15002}"
+
+
+def check_health(url: str, timeout_s: float = 5.0) -> None:
+    """Raise WarmPoolUnavailable (naming `url` and what failed) unless the server answers a trivial query.
+
+    The channel must be ready within `timeout_s`; then ``spark.range(1).count()`` runs in a fresh
+    Connect session, which is released afterwards.
+    """
+    import grpc  # type: ignore[import-untyped, unused-ignore]
+
+    target = grpc_target(url)
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        raise WarmPoolUnavailable(
+            f"the Spark Connect server at {url} is unreachable: no gRPC channel to {target} within {timeout_s:g} s"
+        ) from None
+    finally:
+        channel.close()
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = SparkSession.builder.remote(url).create()
+    except Exception as exc:
+        raise WarmPoolUnavailable(f"the Spark Connect server at {url} refused a session: {exc}") from None
+    try:
+        count = spark.range(1).count()
+    except Exception as exc:
+        raise WarmPoolUnavailable(f"the Spark Connect server at {url} failed a trivial query: {exc}") from None
+    finally:
+        # Releases the server-side session only; the server keeps running.
+        spark.stop()
+    if count != 1:
+        raise WarmPoolUnavailable(f"the Spark Connect server at {url} counted {count} rows in range(1)")

@@ -1,0 +1,300 @@
+"""A warm pool's lifecycle: start one (once per folder, however many ask), find it, lease it, stop it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.warm.health import check_health
+from airflow_provider_finegrained.warm.server import (
+    PoolShape,
+    free_port,
+    pool_shape,
+    server_command,
+    server_env,
+    server_master,
+)
+from airflow_provider_finegrained.warm.state import (
+    SERVER_LOG,
+    SUPERVISOR_LOG,
+    SUPERVISOR_MODULE,
+    WarmPool,
+    WarmPoolUnavailable,
+    hold_lease,
+    is_supervisor,
+    last_used,
+    live_leases,
+    pool_from_state,
+    pool_processes,
+    read_state,
+    remove_state,
+    start_lock,
+    touch_last_used,
+    wait_gone,
+)
+
+log = logging.getLogger(__name__)
+
+WARM_FOLDER = "_warm"
+DEFAULT_START_TIMEOUT_S = 300.0
+DEFAULT_HEALTH_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 60.0
+# Supervisors this process started: polled so that they do not linger as zombies once they exit.
+_children: list[subprocess.Popen[bytes]] = []
+
+
+class WarmPoolStopError(RuntimeError):
+    """Processes of the pool survived SIGKILL."""
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def auto_folder(settings: Any) -> str:
+    """``<storage_root>/_warm/<master>``: every task on this machine finds the same pool there.
+
+    A remote storage_root (s3://...) cannot hold locks and pids, so the pool then lives in the temp folder.
+    """
+    if settings.storage_is_local:
+        root = settings.storage_root.removeprefix("file://")
+    else:
+        root = os.path.join(tempfile.gettempdir(), f"finegrained-{os.getuid()}")
+    return os.path.abspath(os.path.join(root, WARM_FOLDER, _safe(settings.master)))
+
+
+def _reap() -> None:
+    for child in list(_children):
+        if child.poll() is not None:
+            _children.remove(child)
+
+
+def _tail(folder: str, name: str, lines: int = 25) -> str:
+    try:
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+            tail = handle.read().splitlines()[-lines:]
+    except FileNotFoundError:
+        return f"(no {name})"
+    return f"--- {name} (last {len(tail)} lines)\n" + "\n".join(tail)
+
+
+def _running(folder: str) -> dict[str, Any] | None:
+    """The state of the folder's pool if its supervisor is alive and the server is up."""
+    state = read_state(folder)
+    if state and state.get("phase") == "running" and is_supervisor(state.get("supervisor_pid"), folder):
+        return state
+    return None
+
+
+def _kill_all(folder: str, grace_s: float = 30.0) -> bool:
+    """Stop the supervisor (it stops its server), then anything of the pool still alive; remove the state.
+
+    Returns whether anything was running. Raises WarmPoolStopError if a process survives SIGKILL.
+    """
+    _reap()
+    state = read_state(folder)
+    found = pool_processes(folder)
+    supervisor = is_supervisor(state.get("supervisor_pid") if state else None, folder)
+    if supervisor is not None:
+        with contextlib.suppress(psutil.Error):
+            supervisor.terminate()
+        wait_gone([supervisor], grace_s)
+        _reap()
+    leftovers = pool_processes(folder)
+    for proc in leftovers:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    alive = wait_gone(leftovers, 10.0)
+    for proc in alive + pool_processes(folder):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    survivors = wait_gone(pool_processes(folder), 5.0)
+    _reap()
+    if survivors:
+        raise WarmPoolStopError(f"processes {[p.pid for p in survivors]} of the warm pool in {folder} survived SIGKILL")
+    remove_state(folder)
+    return bool(found) or (state is not None and state.get("phase") in ("starting", "running"))
+
+
+def ensure_started(
+    settings: Any,
+    folder: str | None = None,
+    *,
+    idle_timeout_s: float | None = None,
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S,
+) -> WarmPool:
+    """The folder's pool, started if it is not running; healthy when returned.
+
+    Two callers at once start one pool: the second waits on the folder's lock and finds the first's.
+    A stale pool (dead supervisor, unhealthy server, or another master or shape with no region in it)
+    is stopped and replaced. `idle_timeout_s` overrides the connection's ``warm_idle_timeout``.
+    """
+    folder = os.path.abspath(folder or auto_folder(settings))
+    shape = pool_shape(settings)
+    with start_lock(folder, start_timeout_s) as held:
+        if not held:
+            raise WarmPoolUnavailable(
+                f"the warm pool in {folder} has been starting for over {start_timeout_s:g} s in another process"
+            )
+        state = _running(folder)
+        if state is not None:
+            pool = pool_from_state(folder, state)
+            same = state.get("master") == server_master(settings) and pool.shape == shape
+            if same or live_leases(folder):
+                try:
+                    check_health(pool.url, health_timeout_s)
+                    touch_last_used(folder)
+                    return pool
+                except WarmPoolUnavailable as exc:
+                    log.warning("Restarting the warm pool in %s: %s", folder, exc)
+            else:
+                log.info("Restarting the warm pool in %s for master %s and %s", folder, settings.master, shape)
+        if _kill_all(folder):
+            log.info("Stopped what was left of an earlier warm pool in %s", folder)
+        timeout = settings.warm_idle_timeout if idle_timeout_s is None else idle_timeout_s
+        return _start(settings, folder, shape, float(timeout), start_timeout_s, health_timeout_s)
+
+
+def _start(
+    settings: Any, folder: str, shape: PoolShape, idle_timeout_s: float, start_timeout_s: float, health_timeout_s: float
+) -> WarmPool:
+    check_java(settings.java_home)
+    port, ui_port = free_port(), free_port()
+    spec = {
+        "command": server_command(settings, shape, port, ui_port, folder),
+        "url": f"sc://127.0.0.1:{port}",
+        "port": port,
+        "shape": shape.to_dict(),
+        "master": server_master(settings),
+        "idle_timeout": idle_timeout_s,
+        "start_timeout": start_timeout_s,
+    }
+    began = time.monotonic()
+    with open(os.path.join(folder, SUPERVISOR_LOG), "ab") as out:
+        # A session of its own: the pool outlives the Airflow task (or CLI) that started it.
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", SUPERVISOR_MODULE, "--folder", folder],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=folder,
+            env=server_env(settings),
+            start_new_session=True,
+        )
+    _children.append(supervisor)
+    assert supervisor.stdin is not None
+    # Through stdin, so that secret Spark properties never land in a file.
+    supervisor.stdin.write(json.dumps(spec).encode())
+    supervisor.stdin.close()
+    deadline = began + start_timeout_s
+    try:
+        while True:
+            state = read_state(folder)
+            phase = None if state is None or state.get("supervisor_pid") != supervisor.pid else state.get("phase")
+            if phase == "running" and state is not None:
+                pool = pool_from_state(folder, state)
+                check_health(pool.url, health_timeout_s)
+                touch_last_used(folder)
+                log.info("Warm pool started at %s in %.1f s (%s)", pool.url, time.monotonic() - began, folder)
+                return pool
+            if phase == "failed" and state is not None:
+                raise WarmPoolUnavailable(f"the warm pool in {folder} did not start: {state.get('error')}")
+            if supervisor.poll() is not None:
+                raise WarmPoolUnavailable(f"the warm pool's supervisor exited with code {supervisor.returncode}")
+            if time.monotonic() > deadline:
+                raise WarmPoolUnavailable(f"the warm pool in {folder} was not running after {start_timeout_s:g} s")
+            time.sleep(0.25)
+    except BaseException as exc:
+        try:
+            _kill_all(folder, grace_s=10.0)
+        except WarmPoolStopError as stop_exc:
+            exc.add_note(str(stop_exc))
+        if isinstance(exc, WarmPoolUnavailable):
+            raise WarmPoolUnavailable(f"{exc}\n{_tail(folder, SUPERVISOR_LOG)}\n{_tail(folder, SERVER_LOG)}") from None
+        raise
+
+
+def stop(folder: str, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """Stop the folder's pool and wait until every process of it is gone; False if none was running.
+
+    Waits (up to `timeout_s`) for a start in progress to finish first, so it stops that pool too.
+    """
+    folder = os.path.abspath(folder)
+    if not os.path.isdir(folder):
+        return False
+    with start_lock(folder, timeout_s):
+        return _kill_all(folder)
+
+
+def status(folder: str) -> dict[str, Any] | None:
+    """The folder's pool as recorded, with whether it lives, its processes, RSS, leases and idle time."""
+    folder = os.path.abspath(folder)
+    _reap()
+    state = read_state(folder)
+    procs = pool_processes(folder)
+    if state is None and not procs:
+        return None
+    info: dict[str, Any] = dict(state or {"phase": "orphaned"})
+    alive = state is not None and is_supervisor(state.get("supervisor_pid"), folder) is not None
+    if state is not None and not alive:
+        info["phase"] = "stale"
+    rss = 0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            rss += int(proc.memory_info().rss)
+    used = max(last_used(folder), float(info.get("ready_at", 0.0)))
+    info.update(
+        folder=folder,
+        alive=alive,
+        pids=sorted(p.pid for p in procs),
+        rss_bytes=rss,
+        leases=live_leases(folder),
+        idle_s=round(time.time() - used, 1) if used else None,
+    )
+    return info
+
+
+def pool_for(settings: Any) -> WarmPool | None:
+    """The pool a connection names: None for ``off``, the started pool for ``auto``, a checked ``sc://`` server."""
+    mode = settings.warm_pool
+    if mode == "off":
+        return None
+    if mode == "auto":
+        return ensure_started(settings)
+    check_health(mode, DEFAULT_HEALTH_TIMEOUT_S)
+    return WarmPool(url=mode, folder=None, shape=None, application_id=None, ui_url=None, started_at=0.0)
+
+
+@contextlib.contextmanager
+def in_use(pool: WarmPool, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Iterator[WarmPool]:
+    """Hold a lease on `pool` while a region runs in it: the idle timer does not stop a leased pool.
+
+    Raises WarmPoolUnavailable if the pool has stopped since it was found (call ensure_started again).
+    An external server (no folder) is not the provider's to stop, so nothing is held.
+    """
+    if pool.folder is None:
+        yield pool
+        return
+    with contextlib.ExitStack() as stack:
+        # Under the start lock, which the idle stop also takes: the pool cannot stop between check and lease.
+        with start_lock(pool.folder, timeout_s) as held:
+            state = _running(pool.folder)
+            if not held or state is None or state.get("url") != pool.url:
+                raise WarmPoolUnavailable(
+                    f"the warm pool {pool.url} in {pool.folder} is no longer running (idle timeout or stop); "
+                    "start it again with ensure_started"
+                )
+            stack.enter_context(hold_lease(pool.folder))
+        yield pool

@@ -1,0 +1,162 @@
+"""The Spark Connect server of a warm pool: its shape, its spark-submit command and environment (pure)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_provider_finegrained.planning.capacity import WorkerShape, check_resource_stability
+from airflow_provider_finegrained.spark.submit import spark_submit_path
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+APP_NAME = "finegrained-warm-pool"
+FOLDER_CONF = "spark.finegrained.warm.folder"
+"""Carried on the JVM's command line so a server left behind can be recognised as this pool's."""
+HOST = "127.0.0.1"
+GPU_CONF = "spark.executor.resource.gpu.amount"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class WarmPoolConfigError(ValueError):
+    """The connection's settings cannot describe a warm pool (names the settings at fault)."""
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    """The executors the pool runs: what a region must fit to run in it."""
+
+    executor_cores: int
+    executor_memory: int
+    """Bytes (the driver's memory in local mode, where the executors are its threads)."""
+    gpus_per_executor: float
+    min_executors: int
+    max_executors: int
+    local: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PoolShape:
+        return cls(**data)
+
+
+def pool_shape(settings: Any) -> PoolShape:
+    """The pool a connection asks for; dynamic allocation bounds from its minimum/maximum resources.
+
+    Raises WarmPoolConfigError when the minimum executors exceed the maximum (naming the settings).
+    """
+    gpus = float(settings.spark_conf.get(GPU_CONF, 0) or 0)
+    if settings.is_local:
+        return PoolShape(settings.total_cores, settings.driver_memory, gpus, 1, 1, True)
+    cores, memory = settings.executor_cores, settings.executor_memory
+    worker = WorkerShape(slots=cores, cpu=float(cores), memory=memory)
+    try:
+        least, most = check_resource_stability(settings.resource_bounds(), worker)
+    except ValueError as exc:
+        raise WarmPoolConfigError(f"min_slots/max_slots, min_cpu/max_cpu, min_memory/max_memory: {exc}") from None
+    by_cores = max(1, settings.total_cores // cores)
+    ceiling = by_cores if most is None else min(by_cores, most)
+    if least > ceiling:
+        raise WarmPoolConfigError(
+            f"min_slots/min_cpu/min_memory need {least} executor(s) of {cores} core(s), but total_cores "
+            f"({settings.total_cores}) and max_slots/max_cpu/max_memory allow at most {ceiling}; "
+            "lower the minimum or raise the maximum"
+        )
+    if ceiling < 1:
+        raise WarmPoolConfigError(
+            f"max_slots/max_cpu/max_memory allow no executor of {cores} core(s); raise the maximum"
+        )
+    return PoolShape(cores, memory, gpus, least, ceiling, False)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def is_loopback_master(settings: Any) -> bool:
+    """Local masters, or standalone masters on this machine's loopback address."""
+    info = settings.master_info
+    if info.kind in ("local", "local-cluster"):
+        return True
+    return info.kind == "standalone" and all(host in _LOOPBACK for host, _ in info.hosts)
+
+
+def _memory(value: int) -> str:
+    mib = max(1, value // 2**20)
+    return f"{mib}m"
+
+
+def server_conf(settings: Any, shape: PoolShape, port: int, ui_port: int, folder: str) -> dict[str, str]:
+    """Spark properties of the server: the connection's spark_conf, then what the pool decides."""
+    conf = dict(settings.spark_conf)
+    conf.update(
+        {
+            "spark.connect.grpc.binding.address": HOST,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.ui.port": str(ui_port),
+            FOLDER_CONF: folder,
+        }
+    )
+    if not settings.adaptive_query_execution:
+        conf["spark.sql.adaptive.enabled"] = "false"
+    if not shape.local:
+        conf.update(
+            {
+                "spark.executor.cores": str(shape.executor_cores),
+                "spark.executor.memory": _memory(shape.executor_memory),
+                # A pool is long-lived: it gives executors back above its minimum and asks again under load.
+                "spark.dynamicAllocation.enabled": "true",
+                # No external shuffle service is assumed: shuffle tracking keeps executors holding shuffle data.
+                "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+                "spark.dynamicAllocation.minExecutors": str(shape.min_executors),
+                "spark.dynamicAllocation.initialExecutors": str(shape.min_executors),
+                "spark.dynamicAllocation.maxExecutors": str(shape.max_executors),
+                "spark.cores.max": str(shape.max_executors * shape.executor_cores),
+            }
+        )
+    return conf
+
+
+def server_master(settings: Any) -> str:
+    """``local[total_cores]`` for local masters (never ``local[*]``: the pool's size is the connection's)."""
+    return f"local[{settings.total_cores}]" if settings.is_local else str(settings.master)
+
+
+def server_command(settings: Any, shape: PoolShape, port: int, ui_port: int, folder: str) -> list[str]:
+    """``spark-submit --class SparkConnectServer`` (spark-submit knows the class needs no application jar)."""
+    command = [
+        spark_submit_path(settings.spark_home),
+        "--master",
+        server_master(settings),
+        "--name",
+        APP_NAME,
+        "--driver-memory",
+        _memory(settings.driver_memory),
+        "--class",
+        SERVER_CLASS,
+    ]
+    conf = server_conf(settings, shape, port, ui_port, folder)
+    for key in sorted(conf):
+        command += ["--conf", f"{key}={conf[key]}"]
+    return command
+
+
+def server_env(settings: Any, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: this one, with SPARK_HOME, JAVA_HOME and the Python of this interpreter."""
+    env = dict(os.environ if base is None else base)
+    env["SPARK_HOME"] = os.path.dirname(os.path.dirname(spark_submit_path(settings.spark_home)))
+    if settings.java_home:
+        env["JAVA_HOME"] = settings.java_home
+    env.pop("SPARK_NO_DAEMONIZE", None)
+    if is_loopback_master(settings):
+        env["SPARK_LOCAL_IP"] = HOST
+    if settings.is_local:
+        # Python UDFs run in workers of the server: this interpreter has pyspark (python3 may not).
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env

@@ -1,0 +1,214 @@
+"""The long-lived watcher of a warm pool: ``python -m airflow_provider_finegrained.warm.supervisor --folder F``.
+
+Started detached (a session of its own) by ``ensure_started``, which writes the launch spec (the
+server's command, port, shape, idle timeout) to its stdin, so nothing secret lands on disk. It owns the
+server JVM: starts it so that it dies with the supervisor (PR_SET_PDEATHSIG, even on SIGKILL), records
+it in ``pool.json``, stops it after the idle timeout with no lease held, and stops it when terminated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from airflow_provider_finegrained.warm.server import HOST
+from airflow_provider_finegrained.warm.state import (
+    SERVER_LOG,
+    last_used,
+    live_leases,
+    remove_state,
+    start_lock,
+    wait_gone,
+    write_state,
+)
+
+PR_SET_PDEATHSIG = 1
+POLL_S = 0.5
+STOP_GRACE_S = 20.0
+_UI_RE = re.compile(r"Start Jetty (\S+):(\d+) for SparkUI")
+
+
+def _die_with(parent: int) -> None:
+    """In the child before exec: SIGKILL it when the supervisor dies, however it dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the supervisor died before prctl took effect
+        os._exit(1)
+
+
+class Supervisor:
+    def __init__(self, folder: str, spec: dict[str, Any]) -> None:
+        self.folder = folder
+        self.spec = spec
+        self.idle_timeout = float(spec.get("idle_timeout", 0.0))
+        self.stop_requested = False
+        self.state: dict[str, Any] = {
+            "phase": "starting",
+            "supervisor_pid": os.getpid(),
+            "url": spec["url"],
+            "port": spec["port"],
+            "shape": spec.get("shape"),
+            "master": spec.get("master"),
+            "idle_timeout": self.idle_timeout,
+            "started_at": time.time(),
+        }
+        self.server: subprocess.Popen[bytes] | None = None
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_requested = True
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        write_state(self.folder, self.state)
+        log = open(os.path.join(self.folder, SERVER_LOG), "ab")  # noqa: SIM115 - the server's whole life
+        parent = os.getpid()
+        self.server = subprocess.Popen(
+            self.spec["command"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.folder,
+            preexec_fn=lambda: _die_with(parent),  # single-threaded here, so preexec_fn is safe
+        )
+        log.close()
+        self.state["server_pid"] = self.server.pid
+        write_state(self.folder, self.state)
+        try:
+            if not self._wait_ready():
+                return 1
+            self._watch()
+        finally:
+            self._stop_server()
+        return 0
+
+    def _fail(self, message: str) -> bool:
+        self.state.update(phase="failed", error=message)
+        write_state(self.folder, self.state)
+        print(f"warm pool failed: {message}", flush=True)
+        return False
+
+    def _wait_ready(self) -> bool:
+        assert self.server is not None
+        deadline = time.monotonic() + float(self.spec.get("start_timeout", 300.0))
+        while not self._port_open():
+            if self.stop_requested:
+                return self._fail("stopped during start-up")
+            if self.server.poll() is not None:
+                return self._fail(f"the server exited with code {self.server.returncode} during start-up")
+            if time.monotonic() > deadline:
+                return self._fail(f"the server did not open port {self.spec['port']} in time")
+            time.sleep(POLL_S)
+        ui_url = self._ui_url()
+        self.state.update(
+            phase="running",
+            ready_at=time.time(),
+            ui_url=ui_url,
+            application_id=self._application_id(ui_url),
+        )
+        write_state(self.folder, self.state)
+        print(f"warm pool running at {self.state['url']} (server pid {self.server.pid})", flush=True)
+        return True
+
+    def _port_open(self) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(1.0)
+            return sock.connect_ex((HOST, int(self.spec["port"]))) == 0
+
+    def _ui_url(self) -> str | None:
+        try:
+            with open(os.path.join(self.folder, SERVER_LOG), encoding="utf-8", errors="replace") as handle:
+                match = _UI_RE.search(handle.read())
+        except OSError:
+            return None
+        if match is None:
+            return None
+        host = HOST if match.group(1) in ("0.0.0.0", "") else match.group(1)
+        return f"http://{host}:{match.group(2)}"
+
+    def _application_id(self, ui_url: str | None) -> str | None:
+        if ui_url is None:
+            return None
+        url = f"{ui_url}/api/v1/applications"
+        with (
+            contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError),
+            urllib.request.urlopen(url, timeout=10.0) as answer,
+        ):
+            return str(json.load(answer)[0]["id"])
+        return None
+
+    def _idle_for(self) -> float:
+        return time.time() - max(last_used(self.folder), float(self.state.get("ready_at", 0.0)))
+
+    def _watch(self) -> None:
+        assert self.server is not None
+        while not self.stop_requested:
+            if self.server.poll() is not None:
+                self._fail(f"the server exited with code {self.server.returncode}")
+                return
+            if self.idle_timeout > 0 and self._idle_for() >= self.idle_timeout and live_leases(self.folder) == 0:
+                # Decided under the start lock: a lease is only taken under it, so none can slip in now.
+                with start_lock(self.folder, 0) as held:
+                    if held and live_leases(self.folder) == 0 and self._idle_for() >= self.idle_timeout:
+                        print(f"idle for {self.idle_timeout:g} s with no lease: stopping", flush=True)
+                        self.state.update(phase="stopping", reason="idle")
+                        write_state(self.folder, self.state)
+                        self._stop_server()
+                        remove_state(self.folder, os.getpid())
+                        return
+            time.sleep(POLL_S)
+        self.state.update(phase="stopping", reason="terminated")
+        write_state(self.folder, self.state)
+
+    def _stop_server(self) -> None:
+        """SIGTERM the server and its children (the JVM stops its context), SIGKILL what is left."""
+        server = self.server
+        if server is None:
+            return
+        procs: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(server.pid)
+            procs = [root, *root.children(recursive=True)]
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        alive = wait_gone(procs, STOP_GRACE_S)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        wait_gone(alive, 5.0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=5.0)
+        self.server = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m " + __spec__.name if __spec__ else None)
+    parser.add_argument("--folder", required=True)
+    args = parser.parse_args(argv)
+    spec = json.load(sys.stdin)
+    sys.stdin.close()
+    supervisor = Supervisor(args.folder, spec)
+    code = supervisor.run()
+    if supervisor.state.get("phase") != "failed":
+        remove_state(args.folder, os.getpid())
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
