@@ -1,0 +1,172 @@
+"""The one command: every variant at every scale, repeated, then results, summary and plot.
+
+``bash bench/compare.sh [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle] [--sweep-oracle]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.compare import oracle
+from bench.compare.answers import Rows, compare_answers
+from bench.compare.pipeline import STAGES
+from bench.compare.report import machine_info, write_all
+from bench.compare.runners import REPO, Setup, prepare_airflow, run_variant
+from bench.compare.stats import add_ratios, summarize, targets
+from bench.compare.variants import BASELINE, ORACLE, VARIANTS, Variant, select
+
+RESULTS = REPO / "bench" / "results"
+IMAGE = REPO / "docs" / "img" / "bench-compare.png"
+SWEEP_FILE = RESULTS / "compare-oracle-sweep.json"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/compare.sh", description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 1.0], help="TPC-H scale factors")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each variant at each scale (medians)")
+    parser.add_argument("--variants", nargs="+", help=f"variants to run, of {', '.join(VARIANTS)} (default: all but e)")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
+    parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--image", type=Path, default=IMAGE)
+    parser.add_argument("--sweep-oracle", action="store_true", help="sweep the oracle's partitions first")
+    parser.add_argument("--sweep-repeats", type=int, default=1)
+    parser.add_argument("--no-plan-scaling", action="store_true", help="skip the planner's scaling benchmark")
+    parser.add_argument("--smoke", action="store_true", help="mark the results as a smoke run")
+    return parser.parse_args(argv)
+
+
+def is_smoke(args: argparse.Namespace) -> bool:
+    """A run is a smoke run unless asked otherwise and it has 3+ repeats over scales spanning 100x."""
+    spans = max(args.scales) / min(args.scales) >= 100
+    return bool(args.smoke or args.repeats < 3 or not spans)
+
+
+def tables_for(scale: float, data: Path) -> Path:
+    if str(REPO / "dags_examples") not in sys.path:
+        sys.path.insert(0, str(REPO / "dags_examples"))
+    tpch_data = importlib.import_module("tpch_data")
+    out = data / f"tpch-sf{oracle.scale_key(scale)}"
+    tpch_data.generate(scale, out)
+    return out
+
+
+def sweep(setup: Setup, scale: float, work: Path, repeats: int) -> dict[str, Any]:
+    """Time every stage of the one-application pipeline at each candidate partition count (see oracle.py)."""
+    times: dict[int, dict[str, list[float]]] = {}
+    for p in oracle.SWEEP_CANDIDATES:
+        setup.oracle_partitions = dict.fromkeys(STAGES, p)
+        for i in range(repeats):
+            run = run_variant(setup, VARIANTS[ORACLE], work / f"sweep-{p}-{i}")
+            for stage, values in run.metrics["stages"].items():
+                times.setdefault(p, {}).setdefault(stage, []).append(values["work_s"])
+            print(f"  sweep SF {oracle.scale_key(scale)} partitions={p}: {run.metrics['wall_s']:.1f} s", flush=True)
+    return {"candidates": {str(p): t for p, t in times.items()}, "best": oracle.best_partitions(times)}
+
+
+def run_one(
+    setup: Setup, variant: Variant, scale: float, repeat: int, work: Path
+) -> tuple[dict[str, Any], dict[str, Rows] | None]:
+    record: dict[str, Any] = {"scale": oracle.scale_key(scale), "variant": variant.key, "repeat": repeat}
+    try:
+        result = run_variant(setup, variant, work / f"sf{oracle.scale_key(scale)}-{variant.key}-{repeat}")
+    except Exception as exc:  # one variant failing must not lose the others' results
+        record.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+        return record, None
+    record.update(ok=True, **result.metrics)
+    return record, result.answers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    variants = select(args.variants)
+    work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-compare-"))
+    work.mkdir(parents=True, exist_ok=True)
+    command = "bash bench/compare.sh " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+    master = _local_master()
+    airflow_home = work / "airflow-home"
+    if any(v.runner == "provider" for v in variants):
+        prepare_airflow(airflow_home)
+    runs: list[dict[str, Any]] = []
+    summary: dict[str, dict[str, Any]] = {}
+    target_checks: dict[str, Any] = {}
+    partitions_used: dict[str, Any] = {}
+    sweeps = oracle.load_sweep(SWEEP_FILE)
+    for scale in sorted(args.scales):
+        key = oracle.scale_key(scale)
+        setup = Setup(tables=tables_for(scale, args.data), work=work, master=master, airflow_home=airflow_home)
+        if args.sweep_oracle:
+            sweeps[key] = sweep(setup, scale, work, args.sweep_repeats)
+            SWEEP_FILE.write_text(json.dumps(sweeps, indent=2) + "\n")
+        setup.oracle_partitions, source = oracle.partitions_for(scale, SWEEP_FILE)
+        partitions_used[key] = (setup.oracle_partitions, source)
+        reference: dict[str, Rows] | None = None
+        scale_runs: list[dict[str, Any]] = []
+        for repeat in range(1, args.repeats + 1):
+            order = variants if repeat % 2 else list(reversed(variants))  # alternate to spread drift
+            for variant in order:
+                record, answers = run_one(setup, variant, scale, repeat, work)
+                if answers is not None:
+                    reference = reference or answers
+                    diffs = compare_answers(reference, answers)
+                    record["answers_identical"] = not any(diffs.values())
+                    record["answer_differences"] = {q: d[:5] for q, d in diffs.items() if d}
+                print(_line(record), flush=True)
+                scale_runs.append(record)
+        runs += scale_runs
+        by_variant = {v.key: summarize([r for r in scale_runs if r["variant"] == v.key]) for v in variants}
+        add_ratios(by_variant, BASELINE, ORACLE)
+        summary[key] = by_variant
+        target_checks[key] = targets(by_variant, smallest=scale == min(args.scales))
+    doc = {
+        "smoke": is_smoke(args),
+        "command": command,
+        "machine": machine_info(),
+        "master": master,
+        "scales": [oracle.scale_key(s) for s in sorted(args.scales)],
+        "repeats": args.repeats,
+        "variants": {v.key: v.label for v in variants},
+        "summary": summary,
+        "targets": target_checks,
+        "oracle_partitions": partitions_used,
+        "runs": runs,
+    }
+    for path in write_all(doc, args.results, args.image):
+        print(f"wrote {path}")
+    if not args.no_plan_scaling:
+        subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
+    bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]
+    return 1 if bad else 0
+
+
+def _local_master() -> str:
+    from airflow_provider_finegrained.hooks.settings import available_cpus
+
+    return f"local[{available_cpus()}]"  # what the embedded default connection runs with
+
+
+def _line(record: dict[str, Any]) -> str:
+    if not record.get("ok"):
+        return f"SF {record['scale']} ({record['variant']}) #{record['repeat']}: FAILED {record.get('error')}"
+    return (
+        f"SF {record['scale']} ({record['variant']}) #{record['repeat']}: {record['wall_s']:.1f} s, "
+        f"{record['tasks']} tasks, {record['task_cpu_s']:.1f} task CPU s, "
+        f"answers {'identical' if record.get('answers_identical') else 'DIFFER'}"
+    )
+
+
+if __name__ == "__main__":
+    start = time.perf_counter()
+    code = main()
+    print(f"done in {time.perf_counter() - start:.0f} s")
+    sys.exit(code)

@@ -1,0 +1,80 @@
+"""Medians over repeats and ratios to the baseline and the oracle: the summary rows the reports show."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SUMMARY_METRICS: tuple[str, ...] = ("wall_s", "task_cpu_s", "process_cpu_s", "tasks", "peak_rss_bytes")
+
+
+def median(values: Sequence[float | int | None]) -> float | None:
+    """The median of the values that are not None; None when there are none."""
+    present = [float(v) for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    """``value / reference``; None when either is missing or the reference is zero."""
+    if value is None or reference is None or reference == 0:
+        return None
+    return value / reference
+
+
+def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Medians of one variant's successful runs at one scale: totals and per-stage work seconds."""
+    ok = [r for r in runs if r.get("ok")]
+    summary: dict[str, Any] = {"runs": len(runs), "ok_runs": len(ok)}
+    for metric in SUMMARY_METRICS:
+        summary[metric] = median([r.get(metric) for r in ok])
+    stage_names = sorted({s for r in ok for s in r.get("stages", {})})
+    summary["stages"] = {
+        stage: {
+            key: median([r["stages"].get(stage, {}).get(key) for r in ok])
+            for key in ("work_s", "task_s", "tasks", "task_cpu_s")
+        }
+        for stage in stage_names
+    }
+    summary["answers_identical"] = bool(ok) and all(r.get("answers_identical") for r in ok)
+    return summary
+
+
+def add_ratios(by_variant: dict[str, dict[str, Any]], baseline: str, oracle: str) -> None:
+    """Add ``<metric>_vs_<baseline>`` and ``<metric>_vs_<oracle>`` to every variant's summary, in place."""
+    for summary in by_variant.values():
+        for reference in (baseline, oracle):
+            ref = by_variant.get(reference)
+            for metric in ("wall_s", "task_cpu_s", "process_cpu_s"):
+                summary[f"{metric}_vs_{reference}"] = ratio(summary.get(metric), ref.get(metric) if ref else None)
+
+
+def _at_most(value: float | None, limit: float | None, factor: float = 1.0) -> bool | None:
+    if value is None or limit is None:
+        return None
+    return value <= factor * limit
+
+
+def targets(by_variant: Mapping[str, Mapping[str, Any]], *, smallest: bool) -> dict[str, bool | None]:
+    """The issue's targets at one scale, for the provider (c); None where a variant they need is missing.
+
+    ``smallest``: whether this is the smallest scale (the 3x-faster-than-(a) target applies there only).
+    CPU is Spark's task CPU (event logs); "fewer" is strict.
+    """
+
+    def get(key: str, metric: str) -> float | None:
+        value = by_variant.get(key, {}).get(metric)
+        return None if value is None else float(value)
+
+    c_wall, c_cpu = get("c", "wall_s"), get("c", "task_cpu_s")
+    out: dict[str, bool | None] = {}
+    if smallest:
+        a_wall = get("a", "wall_s")
+        out["c_3x_faster_than_a"] = _at_most(c_wall, None if a_wall is None else a_wall / 3)
+    out["c_not_slower_than_b"] = _at_most(c_wall, get("b", "wall_s"))
+    cpus = [get("a", "task_cpu_s"), get("b", "task_cpu_s")]
+    out["c_fewer_cpu_than_a_and_b"] = (
+        None if c_cpu is None or None in cpus else all(c_cpu < x for x in cpus if x is not None)
+    )
+    out["c_within_1.15x_of_oracle"] = _at_most(c_wall, get("oracle", "wall_s"), 1.15)
+    return out

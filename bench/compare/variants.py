@@ -1,0 +1,72 @@
+"""The variants compared, one entry each: adding a variant is adding a row to ``VARIANTS``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+Runner = Literal["spark_submit", "provider"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How one variant runs the pipeline.
+
+    ``spark_submit`` variants run ``stage_app.py`` with plain spark-submit: one application per stage
+    (``per_stage_apps``) or the whole pipeline in one; ``conf`` is passed as ``--conf``; ``oracle`` sets
+    each stage's shuffle partitions from the hand-tuned table. ``provider`` variants run the example DAG
+    with ``airflow dags test``: ``blocking`` turns its pipelined exchanges blocking; ``env`` is added to
+    Airflow's environment (``AIRFLOW__FINEGRAINED__*`` options of the embedded default connection).
+    """
+
+    key: str
+    label: str
+    runner: Runner
+    conf: dict[str, str] = field(default_factory=dict)
+    per_stage_apps: bool = True
+    oracle: bool = False
+    blocking: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    default: bool = True
+    """Run when ``--variants`` is not given."""
+
+
+_FIXED: Final = {"spark.sql.shuffle.partitions": "200", "spark.sql.adaptive.enabled": "false"}
+
+VARIANTS: Final[dict[str, Variant]] = {
+    v.key: v
+    for v in (
+        Variant("a", "fixed (200 partitions, AQE off)", "spark_submit", conf=dict(_FIXED)),
+        Variant(
+            "b",
+            "fixed + AQE",
+            "spark_submit",
+            conf={"spark.sql.shuffle.partitions": "200", "spark.sql.adaptive.enabled": "true"},
+        ),
+        Variant("c", "provider", "provider"),
+        Variant("d", "provider, separate apps", "provider", blocking=True),
+        Variant(
+            "oracle",
+            "oracle (one app, hand-tuned)",
+            "spark_submit",
+            conf={"spark.sql.adaptive.enabled": "false"},
+            per_stage_apps=False,
+            oracle=True,
+        ),
+        # Warm mode (a long-lived Spark Connect server) is another piece of work; until it lands this
+        # variant fails, so it runs only when named.
+        Variant("e", "provider, warm", "provider", env={"AIRFLOW__FINEGRAINED__WARM_POOL": "auto"}, default=False),
+    )
+}
+BASELINE: Final = "a"
+ORACLE: Final = "oracle"
+
+
+def select(keys: list[str] | None) -> list[Variant]:
+    """The variants named (in the table's order), or the default ones; unknown names are an error."""
+    if not keys:
+        return [v for v in VARIANTS.values() if v.default]
+    unknown = [k for k in keys if k not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    return [v for k, v in VARIANTS.items() if k in keys]
