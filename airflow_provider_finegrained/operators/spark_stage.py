@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink, spark_ui_targets
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
 from airflow_provider_finegrained.planning.units import format_bytes
@@ -78,6 +79,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json", "op_kwargs": "py"}
     ui_color = "#fdd7a8"
+    operator_extra_links = (SparkUILink(),)
 
     def __init__(
         self,
@@ -174,6 +176,8 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             self._defer_for_capacity(settings, exc, waited)
         finally:
             self._process = None
+            # Also for a failed region: its application's UI is where to look for why.
+            self._push_spark_ui(context, settings, runner.statuses.get(self.task_id))
         return self._publish(context, records[self.task_id], traces[self.task_id], runner.log_lines(self.task_id))
 
     def _defer_for_capacity(self, settings: Any, wait: Any, waited: Mapping[str, float] | None) -> NoReturn:
@@ -219,6 +223,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             )
         folder = region_info["folder"]
         status = StageStatus.read(status_path(folder, self.task_id))
+        self._push_spark_ui(context, FineGrainedSparkHook(self.finegrained_spark_conn_id).get_settings(), status)
         if status is None or status.state != "success":
             reason = status.error if status is not None else "no result was recorded"
             raise StageFailedError(f"stage {self.task_id!r} did not succeed in region run {folder}: {reason}")
@@ -227,6 +232,14 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         self.log.info("Ran in the Spark application of region %s (led by %s)", trace.region, leader)
         record = OutputRecord.from_committed(self.task_id, status.output, int(region_info["try_number"]))
         return self._publish(context, record, trace, status.log)
+
+    def _push_spark_ui(self, context: Any, settings: Any, status: Any) -> None:
+        """Where the Spark UI link points: the stage's application under this connection."""
+        if status is None or not status.application_id:
+            return
+        # ui_url: the driver's spark.sparkContext.uiWebUrl, once the region's driver records it.
+        targets = spark_ui_targets(settings, status.application_id, getattr(status, "ui_url", None))
+        context["ti"].xcom_push(key=SPARK_UI_KEY, value=targets.to_xcom())
 
     def _publish(self, context: Any, record: OutputRecord, trace: StageTrace, lines: Sequence[str]) -> dict[str, Any]:
         for line in lines:
