@@ -100,7 +100,8 @@ def _running(folder: str) -> dict[str, Any] | None:
 def _kill_all(folder: str, grace_s: float = 30.0) -> bool:
     """Stop the supervisor (it stops its server), then anything of the pool still alive; remove the state.
 
-    Returns whether anything was running. Raises WarmPoolStopError if a process survives SIGKILL.
+    Returns whether any process of the pool was running (stale state alone does not count).
+    Raises WarmPoolStopError if a process survives SIGKILL.
     """
     _reap()
     state = read_state(folder)
@@ -124,7 +125,7 @@ def _kill_all(folder: str, grace_s: float = 30.0) -> bool:
     if survivors:
         raise WarmPoolStopError(f"processes {[p.pid for p in survivors]} of the warm pool in {folder} survived SIGKILL")
     remove_state(folder)
-    return bool(found) or (state is not None and state.get("phase") in ("starting", "running"))
+    return bool(found)
 
 
 def ensure_started(

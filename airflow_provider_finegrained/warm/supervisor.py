@@ -19,13 +19,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
+from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError, get_json
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import (
     SERVER_LOG,
@@ -142,14 +142,18 @@ class Supervisor:
         return f"http://{host}:{match.group(2)}"
 
     def _application_id(self, ui_url: str | None) -> str | None:
+        """The application's id from its UI's REST API (local mode logs it nowhere by default)."""
         if ui_url is None:
             return None
         url = f"{ui_url}/api/v1/applications"
-        with (
-            contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError),
-            urllib.request.urlopen(url, timeout=10.0) as answer,
-        ):
-            return str(json.load(answer)[0]["id"])
+        last: Exception | None = None
+        for _ in range(20):
+            try:
+                return str(get_json(url, timeout_s=10.0)[0]["id"])
+            except (HttpRequestError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+                last = exc
+                time.sleep(0.5)
+        print(f"no application id from {url}: {last}", flush=True)
         return None
 
     def _idle_for(self) -> float:
