@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
-import urllib.error
+import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -26,6 +28,7 @@ ACCEPTED_CONN_TYPES = (CONN_TYPE, "generic")
 CONFIG_SECTION = "finegrained"
 MINIMUM_JAVA = 17
 WEBUI_TIMEOUT_S = 5.0
+SPARK_CONNECT_PORT = 15002
 
 
 def read_config_defaults() -> dict[str, Any]:
@@ -149,23 +152,16 @@ class FineGrainedSparkHook(BaseHook):
             )
 
     def test_connection(self) -> tuple[bool, str]:
-        """Check the settings parse, Java 17+ is here for spark-submit and a spark:// master answers."""
+        """Check the settings, Java, the master and every service the connection names; one readable message.
+
+        The message lists each check in turn (``ok``/``FAILED``); the result is False if any failed.
+        """
         try:
             settings = self.get_settings()
         except (ConnectionSettingsError, AirflowNotFoundException) as exc:
             return False, str(exc)
-        ok, java = _check_java(settings.java_home)
-        if not ok:
-            return False, java
-        if settings.master_kind == "standalone":
-            ok, master = _check_standalone(settings)
-            return ok, f"{master}; {java}"
-        if settings.master_kind in ("local", "local-cluster"):
-            return True, (
-                f"local Spark ready: master {settings.master}, {settings.total_cores} core(s), "
-                f"driver memory {format_bytes(settings.driver_memory)}; {java}"
-            )
-        return True, f"settings are valid; {settings.master} is reached by spark-submit at run time, not now; {java}"
+        checks = connection_checks(settings)
+        return all(c.ok for c in checks), "; ".join(str(c) for c in checks)
 
 
 def _extras(extra: str | None) -> dict[str, Any]:
@@ -212,45 +208,199 @@ def _check_java_directly(java_home: str | None) -> tuple[bool, str]:
     return True, f"Java {major} at {java}"
 
 
-def _check_standalone(settings: ConnectionSettings) -> tuple[bool, str]:
-    """Ask each standalone master's web UI for its status; an executor must fit an alive worker."""
-    failures = []
-    for url in settings.webui_json_urls():
-        try:
-            with urllib.request.urlopen(url, timeout=WEBUI_TIMEOUT_S) as response:
-                status = json.loads(response.read().decode("utf-8"))
-        except (OSError, ValueError, urllib.error.URLError) as exc:
-            failures.append(f"{url}: {exc}")
-            continue
-        if not isinstance(status, dict) or status.get("status") != "ALIVE":
-            state = status.get("status") if isinstance(status, dict) else status
-            failures.append(f"{url}: master status {state!r}")
-            continue
-        return _judge_workers(settings, url, status)
-    return False, f"no Spark master of {settings.master} answered as ALIVE: {'; '.join(failures)}"
+# -- test_connection ------------------------------------------------------------------------------------------
 
 
-def _judge_workers(settings: ConnectionSettings, url: str, status: dict[str, Any]) -> tuple[bool, str]:
-    workers = [w for w in status.get("workers", []) if isinstance(w, dict) and w.get("state") == "ALIVE"]
-    cores = sum(int(w.get("cores", 0)) for w in workers)
-    free = sum(int(w.get("coresfree", 0)) for w in workers)
-    summary = (
-        f"Spark master {status.get('url', settings.master)} is ALIVE ({url}): "
-        f"{len(workers)} alive worker(s), {free} of {cores} core(s) free"
+class Check(NamedTuple):
+    """One line of ``test_connection``'s message."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.detail}" if self.ok else f"{self.name} FAILED: {self.detail}"
+
+
+def connection_checks(settings: ConnectionSettings) -> list[Check]:
+    """Every check of a parsed connection: settings, Java, the master, the history server, the warm pool."""
+    from airflow_provider_finegrained.execution.capacity_gate import minimum_slots
+
+    least_slots = minimum_slots(
+        {"min_parallelism": settings.min_parallelism}, settings.min_slots, settings.cluster_profile().total_cores
+    )
+    checks = [_settings_check(settings, least_slots)]
+    java_ok, java = _check_java(settings.java_home)
+    checks.append(Check("java", java_ok, java))
+    checks.extend(_master_checks(settings, least_slots))
+    if settings.history_server_url:
+        checks.append(_history_check(settings.history_server_url))
+    if urllib.parse.urlsplit(settings.warm_pool).scheme == "sc":
+        checks.append(_warm_pool_check(settings.warm_pool))
+    return checks
+
+
+def _settings_check(settings: ConnectionSettings, least_slots: int) -> Check:
+    # Construction already refused inconsistent settings; say what they amount to.
+    profile = settings.cluster_profile()
+    shape = "local threads" if profile.local else "executors"
+    text = (
+        f"consistent: master {settings.master} ({settings.deploy_mode} mode), up to {profile.total_cores} core(s) "
+        f"and {format_bytes(profile.total_memory)} per application in {shape} of {profile.executor_cores} core(s), "
+        f"{format_bytes(profile.executor_memory)}; a region runs with at least {least_slots} slot(s)"
+    )
+    least, most = _executor_bounds(settings)
+    if least or most is not None:
+        text += f"; min/max resources hold with {least} to {'any' if most is None else most} executor(s)"
+    return Check("settings", True, text)
+
+
+def _executor_bounds(settings: ConnectionSettings) -> tuple[int, int | None]:
+    """Whole executors the minimum and maximum resources ask for (the check passed when the settings were made)."""
+    from airflow_provider_finegrained.planning import WorkerShape, check_resource_stability
+
+    profile = settings.cluster_profile()
+    shape = WorkerShape(slots=profile.executor_cores, cpu=float(profile.executor_cores), memory=profile.executor_memory)
+    return check_resource_stability(settings.resource_bounds(), shape)
+
+
+def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check]:
+    from airflow_provider_finegrained.capacity.sources import (
+        CapacityUnavailable,
+        fetch_standalone_capacity,
+        fetch_yarn_capacity,
+    )
+
+    kind = settings.master_kind
+    if kind in ("local", "local-cluster"):
+        return [Check("master", True, f"{settings.master} runs on this machine ({settings.total_cores} core(s))")]
+    if kind == "k8s":
+        host, port = _k8s_api(settings.master)
+        return [_tcp_check("master", f"Kubernetes API server {host}:{port}", host, port)]
+    if kind == "yarn" and not settings.yarn_resourcemanager_url:
+        return [
+            Check(
+                "master",
+                True,
+                "yarn is reached by spark-submit at run time (HADOOP_CONF_DIR); set yarn_resourcemanager_url "
+                "to check the ResourceManager here",
+            )
+        ]
+    try:
+        if kind == "standalone":
+            what = f"standalone master {settings.master}"
+            capacity = fetch_standalone_capacity(settings.webui_json_urls(), timeout_s=WEBUI_TIMEOUT_S)
+        else:
+            what = "YARN ResourceManager"
+            queue = settings.spark_conf.get("spark.yarn.queue")
+            capacity = fetch_yarn_capacity(str(settings.yarn_resourcemanager_url), WEBUI_TIMEOUT_S, queue=queue)
+    except CapacityUnavailable as exc:
+        return [Check("master", False, f"{what} is not reachable: {exc}")]
+    # A standalone master books spark.executor.memory against a worker; YARN containers hold the overhead too.
+    overhead = 0 if kind == "standalone" else _overhead(settings.executor_memory)
+    return [_reachable_check(what, capacity), _fit_check(settings, capacity, overhead, least_slots)]
+
+
+def _reachable_check(what: str, capacity: Any) -> Check:
+    workers = capacity.workers
+    cores = sum(w.total_cores for w in workers)
+    memory = sum(w.total_memory for w in workers)
+    text = (
+        f"{what} reachable, {len(workers)} alive worker(s), {capacity.total_free_cores} of {cores} core(s) and "
+        f"{format_bytes(capacity.total_free_memory)} of {format_bytes(memory)} free ({capacity.source})"
     )
     if not workers:
-        return False, f"{summary}; start a worker: an application would wait forever for resources"
-    need_memory_mib = settings.executor_memory / 2**20
-    fitting = [
-        w
-        for w in workers
-        if int(w.get("cores", 0)) >= settings.executor_cores and int(w.get("memory", 0)) >= need_memory_mib
-    ]
+        return Check("master", False, f"{text}; start a worker: an application would wait forever for resources")
+    return Check("master", True, text)
+
+
+def _fit_check(settings: ConnectionSettings, capacity: Any, overhead: int, least_slots: int) -> Check:
+    cores, memory = settings.executor_cores, settings.executor_memory + overhead
+    shape = f"{cores} core(s), {format_bytes(memory)}" + (" with overhead" if overhead else "")
+    per_worker = [min(w.total_cores // cores, w.total_memory // memory) for w in capacity.workers]
+    fitting = sum(1 for n in per_worker if n)
+    if not capacity.workers:
+        return Check("executor", False, f"one executor of {shape} has no worker to run on")
     if not fitting:
-        biggest = max(workers, key=lambda w: (int(w.get("memory", 0)), int(w.get("cores", 0))))
-        return False, (
-            f"{summary}; no worker can hold one executor of executor_cores {settings.executor_cores}, "
-            f"executor_memory {format_bytes(settings.executor_memory)} (the largest has {biggest.get('cores')} "
-            f"cores, {biggest.get('memory')} MiB): applications would wait forever"
+        biggest = max(capacity.workers, key=lambda w: (w.total_memory, w.total_cores))
+        return Check(
+            "executor",
+            False,
+            f"no worker can hold one executor of {shape} (executor_cores, executor_memory; the largest has "
+            f"{biggest.total_cores} core(s), {format_bytes(biggest.total_memory)}): applications would wait forever",
         )
-    return True, summary
+    free_now = sum(1 for w in capacity.workers if w.free_cores >= cores and w.free_memory >= memory)
+    text = f"one executor of {shape} fits {fitting} of {len(capacity.workers)} worker(s) ({free_now} with room now)"
+    least, _ = _executor_bounds(settings)
+    need = max(least, -(-least_slots // cores))
+    if sum(per_worker) < need:
+        return Check(
+            "executor",
+            False,
+            f"{text}, but the minimum resources (min_slots, min_cpu, min_memory, min_parallelism) need {need} "
+            f"executor(s) and the whole cluster holds {sum(per_worker)}",
+        )
+    return Check("executor", True, text)
+
+
+def _overhead(executor_memory: int) -> int:
+    from airflow_provider_finegrained.hooks.settings import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
+
+    return max(MIN_MEMORY_OVERHEAD, int(MEMORY_OVERHEAD_FACTOR * executor_memory))
+
+
+def _history_check(url: str) -> Check:
+    """A history server lists its applications at ``/api/v1/applications``; user info becomes basic auth."""
+    public, auth = _split_credentials(url)
+    request = urllib.request.Request(f"{public}/api/v1/applications?limit=1", headers={"Accept": "application/json"})
+    if auth:
+        request.add_header("Authorization", f"Basic {auth}")
+    try:
+        with urllib.request.urlopen(request, timeout=WEBUI_TIMEOUT_S) as response:
+            answer = json.loads(response.read().decode("utf-8"))
+    except (OSError, ValueError) as exc:  # URLError, HTTPError and timeouts are OSErrors; bad JSON a ValueError
+        return Check("history server", False, f"{public} is not reachable: {_reason(exc)}")
+    if not isinstance(answer, list):
+        return Check("history server", False, f"{public} did not answer a list of applications")
+    listed = "no applications yet" if not answer else "applications listed"
+    return Check("history server", True, f"{public} reachable ({listed})")
+
+
+def _warm_pool_check(url: str) -> Check:
+    # Only host and port: an sc:// URL may carry a token in its parameters.
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port or SPARK_CONNECT_PORT
+    return _tcp_check("warm pool", f"Spark Connect server sc://{host}:{port}", host, port)
+
+
+def _tcp_check(name: str, what: str, host: str, port: int) -> Check:
+    try:
+        with socket.create_connection((host, port), timeout=WEBUI_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        return Check(name, False, f"{what} is not reachable: {_reason(exc)}")
+    return Check(name, True, f"{what} accepts connections")
+
+
+def _k8s_api(master: str) -> tuple[str, int]:
+    rest = master.removeprefix("k8s://")
+    parts = urllib.parse.urlsplit(rest if "://" in rest else f"https://{rest}")
+    return parts.hostname or "", parts.port or (80 if parts.scheme == "http" else 443)
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """The URL without user info, and that user info as a basic-auth token."""
+    parts = urllib.parse.urlsplit(url.rstrip("/"))
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    public = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if parts.username is None:
+        return public, None
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    return public, base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason if reason is not None else exc) or type(exc).__name__

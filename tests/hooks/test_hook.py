@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,33 +23,6 @@ from airflow_provider_finegrained.hooks.settings import ConnectionSettingsError,
 
 GiB = 2**30
 MiB = 2**20
-
-# The /json/ answer of a real standalone master (Spark 4.3, one worker of 2 cores and 1 GiB), trimmed.
-MASTER_JSON: dict[str, Any] = {
-    "url": "spark://127.0.0.1:17077",
-    "workers": [
-        {
-            "id": "worker-20261122012459-127.0.0.1-45343",
-            "host": "127.0.0.1",
-            "port": 45343,
-            "webuiaddress": "http://127.0.0.1:18081",
-            "cores": 2,
-            "coresused": 0,
-            "coresfree": 2,
-            "memory": 1024,
-            "memoryused": 0,
-            "memoryfree": 1024,
-            "state": "ALIVE",
-        }
-    ],
-    "aliveworkers": 1,
-    "cores": 2,
-    "coresused": 0,
-    "memory": 1024,
-    "memoryused": 0,
-    "activeapps": [],
-    "status": "ALIVE",
-}
 
 
 def hook_log(capfd: pytest.CaptureFixture[str]) -> str:
@@ -285,121 +256,7 @@ def test_local_storage_with_a_cluster_master_warns(
     assert "storage_root /mnt/shared is a local path but master yarn runs executors elsewhere" in hook_log(capfd)
 
 
-# -- test_connection ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def master_webui() -> Iterator[tuple[str, dict[str, Any]]]:
-    """A stand-in for a standalone master's web UI: serves /json/ from a mutable dict."""
-    state: dict[str, Any] = json.loads(json.dumps(MASTER_JSON))
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") != "/json":
-                self.send_error(404)
-                return
-            body = json.dumps(state).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", state
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_test_connection_local_checks_java(monkeypatch: pytest.MonkeyPatch) -> None:
-    set_connection(monkeypatch, "fg_local", host="local[2]")
-    ok, message = FineGrainedSparkHook("fg_local").test_connection()
-    assert ok, message
-    assert message.startswith("local Spark ready: master local[2], 2 core(s), driver memory 2.0 GiB; Java ")
-
-
-def test_test_connection_reports_bad_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    set_connection(monkeypatch, "fg_broken", host="mesos://x:5050")
-    ok, message = FineGrainedSparkHook("fg_broken").test_connection()
-    assert not ok
-    assert "connection 'fg_broken': master: 'mesos://x:5050' is not a Spark master URL" in message
-
-
-def test_test_connection_reports_a_missing_connection() -> None:
-    ok, message = FineGrainedSparkHook("nowhere").test_connection()
-    assert not ok and "'nowhere' is not defined" in message
-
-
-def test_test_connection_standalone_alive(
-    monkeypatch: pytest.MonkeyPatch, master_webui: tuple[str, dict[str, Any]]
-) -> None:
-    url, _ = master_webui
-    extra = {"total_cores": 2, "executor_cores": 1, "executor_memory": "512m", "master_webui_url": url}
-    set_connection(monkeypatch, "fg_sa", host="spark://127.0.0.1:17077", extra=extra)
-    ok, message = FineGrainedSparkHook("fg_sa").test_connection()
-    assert ok, message
-    assert (
-        f"Spark master spark://127.0.0.1:17077 is ALIVE ({url}/json/): 1 alive worker(s), 2 of 2 core(s) free"
-        in message
-    )
-
-
-def test_test_connection_standalone_executor_fits_no_worker(
-    monkeypatch: pytest.MonkeyPatch, master_webui: tuple[str, dict[str, Any]]
-) -> None:
-    url, _ = master_webui
-    extra = {"total_cores": 4, "executor_cores": 2, "executor_memory": "2g", "master_webui_url": url}
-    set_connection(monkeypatch, "fg_big", host="spark://127.0.0.1:17077", extra=extra)
-    ok, message = FineGrainedSparkHook("fg_big").test_connection()
-    assert not ok
-    assert "no worker can hold one executor of executor_cores 2, executor_memory 2.0 GiB" in message
-    assert "(the largest has 2 cores, 1024 MiB)" in message
-
-
-def test_test_connection_standalone_without_workers(
-    monkeypatch: pytest.MonkeyPatch, master_webui: tuple[str, dict[str, Any]]
-) -> None:
-    url, state = master_webui
-    state["workers"] = []
-    set_connection(
-        monkeypatch, "fg_empty", host="spark://127.0.0.1:17077", extra={"total_cores": 2, "master_webui_url": url}
-    )
-    ok, message = FineGrainedSparkHook("fg_empty").test_connection()
-    assert not ok and "0 alive worker(s)" in message and "start a worker" in message
-
-
-def test_test_connection_standalone_standby_master(
-    monkeypatch: pytest.MonkeyPatch, master_webui: tuple[str, dict[str, Any]]
-) -> None:
-    url, state = master_webui
-    state["status"] = "STANDBY"
-    set_connection(
-        monkeypatch, "fg_sb", host="spark://127.0.0.1:17077", extra={"total_cores": 2, "master_webui_url": url}
-    )
-    ok, message = FineGrainedSparkHook("fg_sb").test_connection()
-    assert not ok and "master status 'STANDBY'" in message
-
-
-def test_test_connection_standalone_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
-    extra = {"total_cores": 2, "master_webui_url": "http://127.0.0.1:9"}
-    set_connection(monkeypatch, "fg_down", host="spark://127.0.0.1:7077", extra=extra)
-    ok, message = FineGrainedSparkHook("fg_down").test_connection()
-    assert not ok
-    assert message.startswith("no Spark master of spark://127.0.0.1:7077 answered as ALIVE: http://127.0.0.1:9/json/")
-
-
-def test_test_connection_yarn_is_not_contacted(monkeypatch: pytest.MonkeyPatch) -> None:
-    set_connection(monkeypatch, "fg_yarn", host="yarn", extra={"total_cores": 16, "storage_root": "hdfs:///fg"})
-    ok, message = FineGrainedSparkHook("fg_yarn").test_connection()
-    assert ok and "yarn is reached by spark-submit at run time" in message
+# -- test_connection (the checks themselves: tests/hooks/test_test_connection.py) -------------------------
 
 
 def test_test_connection_old_java_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -409,7 +266,7 @@ def test_test_connection_old_java_fails(monkeypatch: pytest.MonkeyPatch, tmp_pat
     java.chmod(0o755)
     set_connection(monkeypatch, "fg_java8", host="local[1]", extra={"java_home": str(tmp_path)})
     ok, message = FineGrainedSparkHook("fg_java8").test_connection()
-    assert not ok and "Spark needs Java 17 or newer" in message and "Java 8" in message
+    assert not ok and "java FAILED: Spark needs Java 17 or newer" in message and "Java 8" in message
 
 
 def test_java_check_without_the_spark_module(tmp_path: Path) -> None:
