@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 NODE_H = 46
-COL_GAP = 90
+COL_GAP = 130
 ROW_GAP = 22
 PAD = 14
 """Padding of a region's box around its stages."""

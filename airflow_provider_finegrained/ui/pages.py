@@ -107,6 +107,9 @@ def _run_row(row: StageRow, highlight: bool) -> str:
         classes = " ".join(c for c in (cls, "missing" if missing else "") if c)
         return f"<td class='{classes}'>{escape(text)}</td>" if classes else f"<td>{escape(text)}</td>"
 
+    def gap(text: str) -> str:
+        return " missing" if text == "–" else ""
+
     inputs = ", ".join(f"{k}: {format_bytes(v)}" for k, v in row.inputs.items())
     decided = escape(row.decided_text)
     if row.rule:
@@ -123,8 +126,8 @@ def _run_row(row: StageRow, highlight: bool) -> str:
         f"<td><b>{escape(row.stage)}</b><div class='rule'>{escape(row.region)} · group {escape(row.slot_sharing_group)}"
         "</div></td>"
         f"<td><span class='state state-{escape(row.state.replace(' ', '_'))}'>{escape(row.state)}</span></td>"
-        f"<td class='num' title='{escape(inputs)}'>{escape(row.input_text)}</td>"
-        f"<td class='decided'>{decided}</td>"
+        f"<td class='num{gap(row.input_text)}' title='{escape(inputs)}'>{escape(row.input_text)}</td>"
+        f"<td class='decided{gap(row.decided_text)}'>{decided}</td>"
         + cell(row.ran_with_text)
         + cell(row.executors_text)
         + cell(row.memory_text)
