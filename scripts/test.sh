@@ -12,4 +12,5 @@ ruff format --check .
 echo "== mypy"
 mypy
 echo "== pytest"
+bash scripts/install_browser.sh
 python -m pytest "$@"
