@@ -147,6 +147,9 @@ class StageTrace:
     was free (``message``), ``source`` of the capacity figures and ``waited_s`` when it had to wait."""
     spark_tasks: dict[str, Any] | None = None
     """Spark's own report of the stage's tasks per executor (``runtime.spark_status``)."""
+    execution: dict[str, Any] = field(default_factory=dict)
+    """How the region reached Spark: ``mode`` (``warm``: a session in the warm pool; ``cold``: an
+    application of its own), ``reason``, and for warm runs the ``pool`` URL and the stage's ``session``."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent by the provider (inputs_s: XCom, commit checks, measuring; decide_s: planning)
     against Spark (submit_s: the region's spark-submit wall time; spark_stage_s: the stage's own work)."""

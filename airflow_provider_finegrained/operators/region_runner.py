@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
@@ -38,6 +38,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
 )
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
+from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome, ExecutorRequest
 from airflow_provider_finegrained.runtime import driver
@@ -51,7 +52,7 @@ from airflow_provider_finegrained.runtime.output import (
     stage_folder,
 )
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import SparkSubmitProcess
+from airflow_provider_finegrained.spark.process import SparkSubmitProcess, SubmitResult
 from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
@@ -59,6 +60,9 @@ from airflow_provider_finegrained.spark.submit import (
     is_secret_key,
     redacted_command,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.runtime.connect_region import ConnectSessions
 
 
 class RegionRunner:
@@ -88,6 +92,7 @@ class RegionRunner:
         self.tasks = {m: leader if m == leader.task_id else self.dag.get_task(m) for m in self.members}
         self.statuses: dict[str, StageStatus] = {}
         self._process: SparkSubmitProcess | None = None
+        self._warm: ConnectSessions | None = None
         self._killed = False
         self.waited_since = waited_since
         self.app_name = f"{self.dag.dag_id}.{region} [{self.run_id} try {self.try_number}]"
@@ -117,11 +122,18 @@ class RegionRunner:
         clock = time.perf_counter()
         profile = self.settings.cluster_profile()
         decision = decide_region(self.plan, self.region, inputs, self._config_for, profile)
+        carrier = choose_carrier(self.settings, decision.sizing, self.tasks)
+        for trace in decision.traces.values():
+            trace.execution = carrier.trace()
+        if carrier.pool is not None:
+            return self._run_in_pool(carrier, decision, inputs, folder, timings, clock)
         grant = self._acquire(decision)
         try:
             if grant.decision.outcome is CapacityOutcome.REDUCED:
                 smaller = reduced_profile(profile, decision.sizing, grant.decision.executors)
                 decision = decide_region(self.plan, self.region, inputs, self._config_for, smaller)
+                for trace in decision.traces.values():
+                    trace.execution = carrier.trace()
             timings["decide_s"] = time.perf_counter() - clock
             waited_s = time.time() - self.waited_since if self.waited_since else None
             for trace in decision.traces.values():
@@ -137,15 +149,41 @@ class RegionRunner:
         finally:
             grant.release()
 
+    def _run_in_pool(
+        self,
+        carrier: Carrier,
+        decision: RegionDecision,
+        inputs: Mapping[str, StageInputs],
+        folder: str,
+        timings: dict[str, float],
+        clock: float,
+    ) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
+        from airflow_provider_finegrained.warm import in_use
+
+        timings["decide_s"] = time.perf_counter() - clock
+        pool = carrier.pool
+        # The pool's executors are already running: nothing to declare to the cluster.
+        for trace in decision.traces.values():
+            trace.capacity = {
+                "outcome": "warm_pool",
+                "message": f"runs in the warm pool's running executors ({pool.url})",
+                "source": pool.url,
+            }
+        self.leader.log.info("Region %s runs warm in %s: %s", self.region, pool.url, carrier.reason)
+        with in_use(pool):
+            return self._run_decided(decision, inputs, folder, timings, pool=pool)
+
     def _run_decided(
         self,
         decision: RegionDecision,
         inputs: Mapping[str, StageInputs],
         folder: str,
         timings: dict[str, float],
+        pool: Any = None,
     ) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
         job = self._job(decision, inputs, folder)
-        app_conf = self._application_conf(decision)
+        # A warm region runs with the pool's application settings; only its session settings are its own.
+        app_conf = self._application_conf(decision) if pool is None else {}
         for stage_job in job.stages:
             effective = {**app_conf, **stage_job.session_conf}
             decision.traces[stage_job.name].spark_conf = {
@@ -162,8 +200,8 @@ class RegionRunner:
                 "stages": list(self.members),
             },
         )
-        clock = time.perf_counter()
-        result = self._submit(app_conf, job_path)
+        clock, launched = time.perf_counter(), time.time()
+        result = self._submit(app_conf, job_path) if pool is None else self._run_warm(job, pool)
         timings["submit_s"] = time.perf_counter() - clock
         records: dict[str, OutputRecord] = {}
         for member in self.members:
@@ -178,6 +216,11 @@ class RegionRunner:
                 trace.started_at, trace.ended_at = status.started_at, status.ended_at
                 trace.spark_tasks = status.spark_tasks
             trace.timings = {**timings, **_stage_seconds(status)}
+            if member == self.members[0] and status and status.ready_at:
+                # Start latency: from launching the region to its first stage holding a ready session.
+                trace.timings["start_s"] = datetime.fromisoformat(status.ready_at).timestamp() - launched
+            if self._warm is not None and member in self._warm.session_ids:
+                trace.execution["session"] = self._warm.session_ids[member]
             write_json(trace_path(folder, member), trace.to_xcom())
             if status and status.state == "success":
                 records[member] = OutputRecord.from_committed(member, status.output, self.try_number)
@@ -190,6 +233,8 @@ class RegionRunner:
 
     def kill(self) -> None:
         self._killed = True
+        if self._warm is not None:
+            self._warm.interrupt()  # this region's session only: the pool and other regions go on
         process = self._process
         if process is None:
             return
@@ -444,6 +489,22 @@ class RegionRunner:
             raise RuntimeError(f"region {self.region} was killed before it was submitted")
         process.start()
         return process.wait()
+
+    def _run_warm(self, job: RegionJob, pool: Any) -> SubmitResult:
+        from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
+
+        sessions = ConnectSessions(pool.url, pool.ui_url)
+        self._warm = sessions
+        if self._killed:
+            raise RuntimeError(f"region {self.region} was killed before it started")
+        clock = time.perf_counter()
+        failed = run_region_warm(job, sessions)
+        return SubmitResult(
+            returncode=1 if failed else 0,
+            application_id=sessions.application_id or pool.application_id,
+            duration_s=time.perf_counter() - clock,
+            killed=self._killed,
+        )
 
     def _raise_for_failure(self, result: Any) -> None:
         from airflow_provider_finegrained.operators.spark_stage import StageFailedError

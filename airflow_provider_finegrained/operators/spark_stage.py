@@ -67,6 +67,9 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         ``<root>/<dag_id>/<run_id>/<task_id>/try=<n>``.
     :param finegrained_spark_conn_id: the ``finegrained_spark`` connection (default: embedded local Spark).
     :param submit_timeout: seconds before the Spark application is killed (also ends on task timeout).
+    :param warm: ``False`` runs this stage's region as an application of its own even when the
+        connection has a warm pool (for stages that need SparkContext or RDD APIs, which Spark Connect
+        cannot run). Default: the connection's ``warm_pool`` decides.
     """
 
     template_fields: Sequence[str] = (
@@ -100,6 +103,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         output_path: str | None = None,
         finegrained_spark_conn_id: str = FineGrainedSparkHook.default_conn_name,
         submit_timeout: float | None = None,
+        warm: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -120,6 +124,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         self.output_path = output_path
         self.finegrained_spark_conn_id = finegrained_spark_conn_id
         self.submit_timeout = submit_timeout
+        self.warm = warm
         self._process: Any = None
         self.declare_stage(
             inputs=inputs,

@@ -96,6 +96,8 @@ class StageStatus:
     traceback: str | None = None
     started_at: str | None = None
     ended_at: str | None = None
+    ready_at: str | None = None
+    """When the stage had its session and settings, ready to run Spark work."""
     application_id: str | None = None
     log: list[str] = field(default_factory=list)
     spark_tasks: dict[str, Any] | None = None

@@ -299,7 +299,7 @@ def write_and_commit(
 
     def spark_write(staging: str) -> None:
         # An explicit file:// URI keeps a cluster's default filesystem (HDFS, S3) out of a local write.
-        df.write.format(fmt).options(**dict(options or {})).mode("errorifexists").save("file://" + staging)
+        df.write.format(fmt).options(**dict(options or {})).mode("error").save("file://" + staging)
 
     return write_with(location, spark_write, fmt)
 

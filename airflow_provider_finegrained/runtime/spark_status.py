@@ -104,6 +104,17 @@ def collect(spark: Any, group: str, timeout_s: float = 10.0) -> StageTaskReport 
     return _report(lambda path: _get_json(base + path), stage_ids, timeout_s)
 
 
+def collect_session(ui_url: str, application_id: str, session_id: str, timeout_s: float = 10.0) -> StageTaskReport:
+    """Spark's report of the jobs a Spark Connect session ran (the server tags them with its id)."""
+    base = f"{ui_url.rstrip('/')}/api/v1/applications/{application_id}"
+    marker = f"_Session_{session_id}_"
+    jobs = _get_json(base + "/jobs")
+    stage_ids = sorted(
+        {s for job in jobs if any(marker in tag for tag in job.get("jobTags") or []) for s in job.get("stageIds", [])}
+    )
+    return _report(lambda path: _get_json(base + path), stage_ids, timeout_s)
+
+
 def _report(get: Callable[[str], Any], stage_ids: list[int], timeout_s: float) -> StageTaskReport:
     # The status store is filled by Spark's listener bus after the job ends: wait for it to settle.
     deadline = time.monotonic() + timeout_s
@@ -130,5 +141,6 @@ def _worker_of(info: Mapping[str, Any]) -> str:
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    # Generous: a driver's REST API answers in milliseconds, but on a saturated machine it took over 10 s.
+    with urllib.request.urlopen(url, timeout=60) as response:
         return json.loads(response.read().decode("utf-8"))

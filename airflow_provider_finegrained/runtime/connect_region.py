@@ -1,0 +1,119 @@
+"""Run a region in a warm pool: each stage in its own Spark Connect session, no JVM started.
+
+The region's stages run in this process (the leader's Airflow task) as Spark Connect clients of a
+long-lived server. Each stage gets a fresh session with its own settings; a stage the region reads in
+memory is kept as a global temporary view (shared by the server's sessions, over the same cached
+data) and dropped when the region ends. Killing the task interrupts the running stage's operations
+only: the pool and other sessions keep running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from airflow_provider_finegrained.runtime import spark_status
+from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
+from airflow_provider_finegrained.runtime.progress import connect_progress_lines
+from airflow_provider_finegrained.runtime.region_loop import run_stages
+from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
+
+# Spark Connect's errors for what needs the JVM of a classic driver (sparkContext, RDDs).
+_CLASSIC_ONLY = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED", "sparkContext", ".rdd")
+
+
+class ConnectSessions:
+    """Spark Connect sessions on ``url``, one per stage (see :class:`region_loop.Sessions`)."""
+
+    def __init__(self, url: str, ui_url: str | None = None) -> None:
+        self.url = url
+        self.ui_url = ui_url
+        self.application_id = ""
+        self.session_ids: dict[str, str] = {}
+        self._views: dict[str, str] = {}
+        self._prefix = f"fg_{uuid.uuid4().hex[:12]}"
+        self._current: Any = None
+        self._lock = threading.Lock()
+        self._interrupted = False
+
+    def open(self, stage: StageJob) -> Any:
+        from pyspark.sql import SparkSession
+
+        with self._lock:
+            if self._interrupted:
+                raise InterruptedError(f"stage {stage.name!r} not started: the region's task was killed")
+            spark: Any = SparkSession.builder.remote(self.url).create()
+            self._current = spark
+        self.session_ids[stage.name] = spark.session_id
+        if not self.application_id:
+            self.application_id = str(spark.conf.get("spark.app.id"))
+        return spark
+
+    def close(self, spark: Any, stage: StageJob) -> None:
+        with self._lock:
+            self._current = None
+        spark.stop()  # releases the session on the server; the pool keeps running
+
+    @contextlib.contextmanager
+    def scope(self, spark: Any, job: RegionJob, stage: StageJob, log: Callable[[str], None]) -> Iterator[None]:
+        spark.addTag(f"finegrained-{job.region}-{stage.name}")
+        log(f"runs in warm pool {self.url} (session {spark.session_id})")
+        with connect_progress_lines(spark, log):
+            yield
+
+    def keep(self, spark: Any, stage: StageJob, df: Any) -> None:
+        view = f"{self._prefix}_{len(self._views)}"
+        df.createOrReplaceGlobalTempView(view)
+        self._views[stage.name] = view
+
+    def take(self, spark: Any, producer: str) -> Any:
+        return spark.table(f"global_temp.{self._views[producer]}")
+
+    def report(self, spark: Any, stage: StageJob) -> StageTaskReport | None:
+        if not self.ui_url or not self.application_id:
+            return None
+        return spark_status.collect_session(self.ui_url, self.application_id, spark.session_id)
+
+    def explain(self, stage: StageJob, exc: BaseException) -> str | None:
+        text = f"{type(exc).__name__}: {exc}"
+        if not any(marker in text for marker in _CLASSIC_ONLY):
+            return None
+        return (
+            f"stage {stage.name!r} uses an API that Spark Connect cannot run (SparkContext, RDDs): {text}; "
+            f"run this stage cold: give it warm=False (or set warm_pool 'off' on the connection)"
+        )
+
+    def interrupt(self) -> None:
+        """Cancel the running stage's Spark jobs; no further stage starts."""
+        with self._lock:
+            self._interrupted = True
+            current = self._current
+        if current is not None:
+            current.interruptAll()
+
+    def finish(self) -> None:
+        """Drop the region's in-memory handovers from the server."""
+        if not self._views:
+            return
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.remote(self.url).create()
+        try:
+            for view in self._views.values():
+                with contextlib.suppress(Exception):  # a view already gone is what we want
+                    spark.table(f"global_temp.{view}").unpersist()
+                spark.catalog.dropGlobalTempView(view)
+        finally:
+            spark.stop()
+            self._views.clear()
+
+
+def run_region_warm(job: RegionJob, sessions: ConnectSessions) -> str | None:
+    """Run ``job``'s stages in the pool; the stage that failed, or None."""
+    try:
+        return run_stages(job, sessions)
+    finally:
+        sessions.finish()
