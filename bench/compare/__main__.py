@@ -98,10 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(v.runner == "provider" for v in variants):
         prepare_airflow(airflow_home)
     runs: list[dict[str, Any]] = []
-    summary: dict[str, dict[str, Any]] = {}
-    target_checks: dict[str, Any] = {}
     partitions_used: dict[str, Any] = {}
     sweeps = oracle.load_sweep(SWEEP_FILE)
+    doc: dict[str, Any] = {}
     for scale in sorted(args.scales):
         key = oracle.scale_key(scale)
         setup = Setup(tables=tables_for(scale, args.data), work=work, master=master, airflow_home=airflow_home)
@@ -111,7 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup.oracle_partitions, source = oracle.partitions_for(scale, SWEEP_FILE)
         partitions_used[key] = (setup.oracle_partitions, source)
         reference: dict[str, Rows] | None = None
-        scale_runs: list[dict[str, Any]] = []
         for repeat in range(1, args.repeats + 1):
             order = variants if repeat % 2 else list(reversed(variants))  # alternate to spread drift
             for variant in order:
@@ -122,13 +120,40 @@ def main(argv: Sequence[str] | None = None) -> int:
                     record["answers_identical"] = not any(diffs.values())
                     record["answer_differences"] = {q: d[:5] for q, d in diffs.items() if d}
                 print(_line(record), flush=True)
-                scale_runs.append(record)
-        runs += scale_runs
-        by_variant = {v.key: summarize([r for r in scale_runs if r["variant"] == v.key]) for v in variants}
+                runs.append(record)
+                # Written after every run, so a long run that stops early still leaves what it measured.
+                doc = build_doc(args, command, master, variants, runs, partitions_used)
+                write_all(doc, args.results, args.image)
+    print(f"wrote {args.results}/compare-* and {args.image}")
+    if not args.no_plan_scaling:
+        subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
+    bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]
+    return 1 if bad else 0
+
+
+def build_doc(
+    args: argparse.Namespace,
+    command: str,
+    master: str,
+    variants: list[Variant],
+    runs: list[dict[str, Any]],
+    partitions_used: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything the result files hold: machine, command, runs so far, medians, ratios and targets per scale."""
+    scales = list(dict.fromkeys(r["scale"] for r in runs))
+    summary: dict[str, dict[str, Any]] = {}
+    target_checks: dict[str, Any] = {}
+    for key in scales:
+        scale_runs = [r for r in runs if r["scale"] == key]
+        by_variant = {
+            v.key: summarize([r for r in scale_runs if r["variant"] == v.key])
+            for v in variants
+            if any(r["variant"] == v.key for r in scale_runs)
+        }
         add_ratios(by_variant, BASELINE, ORACLE)
         summary[key] = by_variant
-        target_checks[key] = targets(by_variant, smallest=scale == min(args.scales))
-    doc = {
+        target_checks[key] = targets(by_variant, smallest=key == oracle.scale_key(min(args.scales)))
+    return {
         "smoke": is_smoke(args),
         "command": command,
         "machine": machine_info(),
@@ -141,12 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "oracle_partitions": partitions_used,
         "runs": runs,
     }
-    for path in write_all(doc, args.results, args.image):
-        print(f"wrote {path}")
-    if not args.no_plan_scaling:
-        subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
-    bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]
-    return 1 if bad else 0
 
 
 def _local_master() -> str:

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SUMMARY_METRICS: tuple[str, ...] = ("wall_s", "task_cpu_s", "process_cpu_s", "tasks", "peak_rss_bytes")
+SUMMARY_METRICS: tuple[str, ...] = ("wall_s", "apps_wall_s", "task_cpu_s", "process_cpu_s", "tasks", "peak_rss_bytes")
 
 
 def median(values: Sequence[float | int | None]) -> float | None:

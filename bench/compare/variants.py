@@ -63,10 +63,10 @@ ORACLE: Final = "oracle"
 
 
 def select(keys: list[str] | None) -> list[Variant]:
-    """The variants named (in the table's order), or the default ones; unknown names are an error."""
+    """The variants named, in the order named (the run order), or the default ones; unknown names are an error."""
     if not keys:
         return [v for v in VARIANTS.values() if v.default]
     unknown = [k for k in keys if k not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    return [v for k, v in VARIANTS.items() if k in keys]
+    return [VARIANTS[k] for k in dict.fromkeys(keys)]
