@@ -25,6 +25,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError, get_json
 from airflow_provider_finegrained.spark.java import check_java
 from airflow_provider_finegrained.spark.submit import spark_home as find_spark_home
+from airflow_provider_finegrained.spark.submit import without_connect_client
 
 STATE_FILE = "cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -325,7 +326,7 @@ def start_local_cluster(
     with open(properties, "w", encoding="utf-8") as handle:
         # The REST submission server would open port 6066, which other clusters on this machine may hold.
         handle.write("spark.master.rest.enabled false\n")
-    env = dict(os.environ)
+    env = without_connect_client(os.environ)
     env.pop("SPARK_NO_DAEMONIZE", None)  # spark-daemon.sh would run the daemon in the foreground
     env.update(
         SPARK_HOME=home,

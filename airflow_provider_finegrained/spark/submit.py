@@ -252,7 +252,7 @@ def build_spark_submit_env(
     set PYSPARK_PYTHON themselves (through `request.env`), since this path means nothing there.
     Pass the same `spark_home` as to `build_spark_submit_command`: SPARK_HOME is set to match it.
     """
-    env = dict(os.environ if base is None else base)
+    env = without_connect_client(os.environ if base is None else base)
     env.update(request.env)
     # bin/spark-submit execs $SPARK_HOME/bin/spark-class, so SPARK_HOME must name the same
     # installation as the script in the command, whatever the base environment says.
@@ -262,6 +262,16 @@ def build_spark_submit_env(
     if is_local_master(request.master):
         env.setdefault("PYSPARK_PYTHON", sys.executable)
     return env
+
+
+# pyspark sets these in os.environ once a process has opened a Spark Connect session (a warm region):
+# inherited by a spark-submit, they turn its classic driver into a Connect client with no server.
+CONNECT_CLIENT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+def without_connect_client(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the variables that make pyspark a Spark Connect client."""
+    return {k: v for k, v in env.items() if k not in CONNECT_CLIENT_ENV}
 
 
 def is_secret_key(key: str) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_finegrained.planning.capacity import WorkerShape, check_resource_stability
-from airflow_provider_finegrained.spark.submit import spark_submit_path
+from airflow_provider_finegrained.spark.submit import spark_submit_path, without_connect_client
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 APP_NAME = "finegrained-warm-pool"
@@ -149,7 +149,7 @@ def server_command(settings: Any, shape: PoolShape, port: int, ui_port: int, fol
 
 def server_env(settings: Any, base: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: this one, with SPARK_HOME, JAVA_HOME and the Python of this interpreter."""
-    env = dict(os.environ if base is None else base)
+    env = without_connect_client(os.environ if base is None else base)
     env["SPARK_HOME"] = os.path.dirname(os.path.dirname(spark_submit_path(settings.spark_home)))
     if settings.java_home:
         env["JAVA_HOME"] = settings.java_home

@@ -414,7 +414,10 @@ def test_redacted_command_handles_equals_and_short_forms() -> None:
 
 def test_submit_env(fake_home: str) -> None:
     request = SubmitRequest(application="a.py", master="local[2]", env={"SPARK_LOCAL_IP": "127.0.0.1"})
-    env = build_spark_submit_env(request, base={"PATH": "/usr/bin", "SPARK_HOME": "/elsewhere"}, spark_home=fake_home)
+    # What pyspark leaves in os.environ after this process opened a Spark Connect session (a warm region).
+    connect_client = {"SPARK_CONNECT_MODE_ENABLED": "1", "SPARK_REMOTE": "sc://127.0.0.1:15002"}
+    base = {"PATH": "/usr/bin", "SPARK_HOME": "/elsewhere", **connect_client}
+    env = build_spark_submit_env(request, base=base, spark_home=fake_home)
     assert env == {
         "PATH": "/usr/bin",
         "SPARK_HOME": fake_home,
