@@ -15,11 +15,12 @@ def grpc_target(url: str) -> str:
     return f"{parts.hostname}:{parts.port or 15002}"
 
 
-def check_health(url: str, timeout_s: float = 5.0) -> None:
+def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True) -> None:
     """Raise WarmPoolUnavailable (naming `url` and what failed) unless the server answers a trivial query.
 
     The channel must be ready within `timeout_s`; then ``spark.range(1).count()`` runs in a fresh
-    Connect session, which is released afterwards.
+    Connect session, which is released afterwards. ``query=False`` checks the channel only: enough for
+    a pool this provider started and already saw answer, and it keeps a warm stage's start short.
     """
     import grpc  # type: ignore[import-untyped, unused-ignore]
 
@@ -33,6 +34,8 @@ def check_health(url: str, timeout_s: float = 5.0) -> None:
         ) from None
     finally:
         channel.close()
+    if not query:
+        return
     from pyspark.sql import SparkSession
 
     try:

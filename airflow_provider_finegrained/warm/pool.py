@@ -155,7 +155,8 @@ def ensure_started(
             same = state.get("master") == server_master(settings) and pool.shape == shape
             if same or live_leases(folder):
                 try:
-                    check_health(pool.url, health_timeout_s)
+                    # It answered a query when it started and its supervisor watches the JVM: the channel will do.
+                    check_health(pool.url, health_timeout_s, query=False)
                     touch_last_used(folder)
                     return pool
                 except WarmPoolUnavailable as exc:
