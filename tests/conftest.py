@@ -20,6 +20,9 @@ DAGS_FOLDER = _HOME / "dags"
 DAGS_FOLDER.mkdir()
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
+# The embedded default runs regions warm; the suite tests the cold path (a spark-submit per region)
+# unless a test asks for the warm pool (tests/e2e/test_warm.py, tests/warm).
+os.environ.setdefault("AIRFLOW__FINEGRAINED__WARM_POOL", "off")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -39,6 +39,7 @@ MIN_MEMORY_OVERHEAD: Final = 384 * MiB
 
 DEPLOY_MODES: Final = ("client", "cluster")
 WARM_POOL_MODES: Final = ("off", "auto")
+EMBEDDED_WARM_POOL: Final = "auto"
 EXTRA_PREFIX: Final = "extra__finegrained_spark__"
 """Prefix of extras written by Airflow's older connection forms; accepted and stripped."""
 MASTER_FORMS: Final = (
@@ -596,8 +597,13 @@ class ConnectionSettings:
 
     @classmethod
     def embedded_default(cls, *, airflow_home: str, defaults: Mapping[str, Any] = _NO_DEFAULTS) -> ConnectionSettings:
-        """Local Spark on this machine's cores, storage under ``airflow_home`` (plus ``defaults``)."""
-        return cls.from_connection_fields(None, {}, defaults=defaults, airflow_home=airflow_home)
+        """Local Spark on this machine's cores, storage under ``airflow_home`` (plus ``defaults``).
+
+        Regions run warm (``warm_pool`` ``auto``) unless ``[finegrained] warm_pool`` says otherwise: on a
+        laptop a JVM start per region dominates small stages (docs/warm.md has the figures).
+        """
+        embedded = {} if "warm_pool" in defaults else {"warm_pool": EMBEDDED_WARM_POOL}
+        return cls.from_connection_fields(None, embedded, defaults=defaults, airflow_home=airflow_home)
 
     @classmethod
     def from_connection_fields(

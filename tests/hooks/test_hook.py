@@ -103,6 +103,7 @@ def test_embedded_default_takes_the_finegrained_config_section(monkeypatch: pyte
     monkeypatch.setenv("AIRFLOW__FINEGRAINED__MASTER", "local[1]")
     monkeypatch.setenv("AIRFLOW__FINEGRAINED__MAX_PARALLELISM", "16")
     monkeypatch.setenv("AIRFLOW__FINEGRAINED__DRIVER_MEMORY", "1g")
+    monkeypatch.delenv("AIRFLOW__FINEGRAINED__WARM_POOL", raising=False)  # tests/conftest.py sets it
     assert read_config_defaults() == {"master": "local[1]", "max_parallelism": "16", "driver_memory": "1g"}
     settings = FineGrainedSparkHook().get_settings()
     assert (settings.master, settings.max_parallelism, settings.total_memory) == ("local[1]", 16, GiB)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 import subprocess
@@ -70,7 +71,15 @@ def test_embedded_default_is_local_spark_on_this_machine() -> None:
     assert settings.adaptive_query_execution is True
     assert dict(settings.spark_conf) == {} and settings.secret_conf_keys == frozenset()
     assert settings.deploy_mode == "client" and settings.spark_home is None and settings.java_home is None
-    assert ConnectionSettings.embedded_default(airflow_home=HOME) == settings
+    assert settings.warm_pool == "off"  # a defined connection without the field runs cold
+    embedded = ConnectionSettings.embedded_default(airflow_home=HOME)
+    assert embedded == dataclasses.replace(settings, warm_pool="auto")
+
+
+def test_embedded_default_runs_warm_unless_the_config_section_says_otherwise() -> None:
+    assert ConnectionSettings.embedded_default(airflow_home=HOME).warm_pool == "auto"
+    chosen = ConnectionSettings.embedded_default(airflow_home=HOME, defaults={"warm_pool": "off"})
+    assert chosen.warm_pool == "off"
 
 
 def test_airflow_home_with_tilde_is_expanded(monkeypatch: pytest.MonkeyPatch) -> None:
