@@ -1,0 +1,155 @@
+"""Stage start latency, warm against cold, side by side in one run.
+
+Cold: a spark-submit of a one-stage PySpark driver, from launch until its SparkSession holds the
+stage's settings (what every cold region pays before its first Spark job). Warm: a Spark Connect
+session of a running pool holding the same settings, (a) in a process that already imported pyspark
+(a region's second and later stages), (b) in a fresh Python process (the first stage of a task).
+Each latency also runs the stage's first trivial query (``spark.range(1).count()``).
+
+    .venv/bin/python bench/warm_start.py --repeats 5
+
+Writes bench/results/warm-start.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+
+# Prints when the session holds the stage's settings, then after the first query.
+STAGE = """
+import sys, time
+from pyspark.sql import SparkSession
+builder = SparkSession.builder.remote(sys.argv[1]) if len(sys.argv) > 1 else SparkSession.builder
+spark = builder.create() if len(sys.argv) > 1 else builder.getOrCreate()
+spark.conf.set("spark.sql.shuffle.partitions", "3")
+print("READY", time.time(), flush=True)
+spark.range(1).count()
+print("QUERIED", time.time(), flush=True)
+spark.stop()
+"""
+
+
+def _launch(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from launch to READY and to QUERIED."""
+    start = time.time()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, check=True)
+    marks = dict(line.split()[:2] for line in done.stdout.splitlines() if line.startswith(("READY", "QUERIED")))
+    return float(marks["READY"]) - start, float(marks["QUERIED"]) - start
+
+
+def cold(script: Path, repeats: int) -> list[tuple[float, float]]:
+    from airflow_provider_finegrained.spark.submit import (
+        SubmitRequest,
+        build_spark_submit_command,
+        without_connect_client,
+    )
+
+    env = {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    request = SubmitRequest(
+        application=str(script),
+        master="local[2]",
+        name="bench-cold-stage",
+        conf={"spark.ui.showConsoleProgress": "false"},
+    )
+    command = build_spark_submit_command(request, None)
+    return [_launch(command, env) for _ in range(repeats)]
+
+
+def warm_fresh_process(script: Path, url: str, repeats: int) -> list[tuple[float, float]]:
+    return [_launch([sys.executable, str(script), url], dict(os.environ)) for _ in range(repeats)]
+
+
+def warm_in_process(url: str, repeats: int) -> tuple[float, list[tuple[float, float]]]:
+    """(seconds to import pyspark's Connect client, [(ready, queried)] per session)."""
+    clock = time.perf_counter()
+    from pyspark.sql import SparkSession
+
+    imported = time.perf_counter() - clock
+    runs = []
+    for _ in range(repeats):
+        clock = time.perf_counter()
+        spark: Any = SparkSession.builder.remote(url).create()
+        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        ready = time.perf_counter() - clock
+        spark.range(1).count()
+        runs.append((ready, time.perf_counter() - clock))
+        spark.stop()
+    return imported, runs
+
+
+def _summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
+    return {
+        "ready_s": [round(r, 3) for r, _ in runs],
+        "queried_s": [round(q, 3) for _, q in runs],
+        "median_ready_s": round(statistics.median(r for r, _ in runs), 3),
+        "median_queried_s": round(statistics.median(q for _, q in runs), 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS / "warm-start.json")
+    args = parser.parse_args(argv)
+
+    from airflow_provider_finegrained import warm
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+        script = Path(tmp) / "stage.py"
+        script.write_text(STAGE)
+        settings = ConnectionSettings(
+            master="local[2]", storage_root=tmp, total_cores=2, total_memory=4 * 2**30, warm_pool="auto"
+        )
+        clock = time.perf_counter()
+        pool = warm.ensure_started(settings)
+        pool_start_s = time.perf_counter() - clock
+        try:
+            imported, in_process = warm_in_process(pool.url, args.repeats + 1)
+            fresh = warm_fresh_process(script, pool.url, args.repeats)
+            cold_runs = cold(script, args.repeats)
+            idle = warm.status(pool.folder) or {}
+        finally:
+            warm.stop(pool.folder)
+    result = {
+        "command": f"python bench/warm_start.py --repeats {args.repeats}",
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "pool_start_s": round(pool_start_s, 2),
+        "pool_rss_bytes": idle.get("rss_bytes"),
+        "connect_client_import_s": round(imported, 3),
+        # The first session of a process also opens the gRPC channel: reported apart.
+        "warm_first_session_in_process": _summary(in_process[:1]),
+        "warm_in_process": _summary(in_process[1:]),
+        "warm_fresh_process": _summary(fresh),
+        "cold_spark_submit": _summary(cold_runs),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    rows = [
+        ("cold: spark-submit", result["cold_spark_submit"]),
+        ("warm: fresh Python process", result["warm_fresh_process"]),
+        ("warm: in a running process", result["warm_in_process"]),
+    ]
+    print(f"{'stage start':<30} {'ready (median s)':>17} {'first query (median s)':>23}")
+    for name, data in rows:
+        print(f"{name:<30} {data['median_ready_s']:>17.2f} {data['median_queried_s']:>23.2f}")
+    print(f"pool start {result['pool_start_s']} s; results in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
