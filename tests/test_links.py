@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
 import threading
-from collections.abc import Iterator
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -14,6 +21,7 @@ import pytest
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.operators.links import (
     SPARK_UI_KEY,
+    LiveLink,
     SparkUILink,
     SparkUITargets,
     driver_ui_from_line,
@@ -156,12 +164,73 @@ def examples(airflow_db: None) -> Path:
     return _install_examples()
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def history_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real Spark history server on a free loopback port, reading event logs from a temporary folder."""
+    from airflow_provider_finegrained.spark.submit import spark_home
+
+    events = tmp_path / "spark-events"
+    events.mkdir()
+    port = free_port()
+    properties = tmp_path / "history.properties"
+    properties.write_text(
+        f"spark.history.fs.logDirectory file://{events}\n"
+        f"spark.history.ui.port {port}\n"
+        "spark.history.fs.update.interval 1s\n"
+    )
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp_path)}
+    command = [
+        os.path.join(spark_home(), "bin", "spark-class"),
+        "org.apache.spark.deploy.history.HistoryServer",
+        "--properties-file",
+        str(properties),
+    ]
+    log = (tmp_path / "history.log").open("wb")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: http_status(f"{url}/api/v1/applications") == 200, 120, "the history server to answer")
+        yield url, events
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # its own session: spark-class and the JVM it starts
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        log.close()
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout_s:g} s")
+        time.sleep(0.5)
+
+
 @pytest.mark.slow
-def test_hello_stages_links(examples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    dag = load_dag(examples / "hello_stages.py", "hello_stages")
-    # (a) the embedded default: local Spark and no history server. The applications have ended when the
-    # link is computed and nothing keeps their UI: no link, but the application ids are recorded.
+def test_hello_stages_links_without_a_history_server(examples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The embedded default: local Spark and no history server. The applications have ended when the link is
+    # computed and nothing keeps their UI: the link is empty, but each stage records its application.
     monkeypatch.delenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", raising=False)
+    dag = load_dag(examples / "hello_stages.py", "hello_stages")
     run = dag.test()
     assert run.state == "success"
     targets = run_xcoms("hello_stages", run.run_id, SPARK_UI_KEY)
@@ -169,25 +238,71 @@ def test_hello_stages_links(examples: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert set(targets) == set(links) == {"numbers", "squares"}
     ids = {t: v["application_id"] for t, v in targets.items()}
     assert all(i.startswith("local-") for i in ids.values()) and ids["numbers"] != ids["squares"]
+    assert all(v["history_url"] is None and v["cluster_app_url"] is None for v in targets.values())
     assert links == {"numbers": "", "squares": ""}
 
-    # (b) a history server in the connection (with credentials, which the link drops).
+
+@pytest.mark.slow
+def test_hello_stages_links_to_a_real_history_server(
+    examples: Path, monkeypatch: pytest.MonkeyPatch, history_server: tuple[str, Path]
+) -> None:
+    url, events = history_server
+    with_credentials = url.replace("http://", "http://viewer:pa55word@")
     monkeypatch.setenv(
         "AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT",
         json.dumps(
             {
                 "conn_type": "finegrained_spark",
                 "host": "local[2]",
-                "extra": {"history_server_url": "http://viewer:pa55word@127.0.0.1:18080/"},
+                "extra": {
+                    "history_server_url": with_credentials,
+                    "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}"},
+                },
             }
         ),
     )
+    dag = load_dag(examples / "hello_stages.py", "hello_stages")
     run = dag.test()
     assert run.state == "success"
     targets = run_xcoms("hello_stages", run.run_id, SPARK_UI_KEY)
     links = run_xcoms("hello_stages", run.run_id, SparkUILink().xcom_key)
     for stage in ("numbers", "squares"):
         app = targets[stage]["application_id"]
-        assert app.startswith("local-")
-        assert links[stage] == f"http://127.0.0.1:18080/history/{app}/jobs/"
+        assert links[stage] == f"{url}/history/{app}/jobs/"
+        # The history server really shows that application's jobs there (once it has read the event log).
+        link: str = links[stage]
+        wait_for(lambda: http_status(link) == 200, 60, f"{link} to answer")  # noqa: B023 - used at once
+        with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/jobs", timeout=10) as response:
+            assert json.loads(response.read()), f"no jobs of {app} in the history server"
     assert "pa55word" not in json.dumps([targets, links])
+
+
+class RecordingTI:
+    """What a task instance's xcom_push received (the link's XCom rows while the region runs)."""
+
+    def __init__(self) -> None:
+        self.pushed: list[tuple[str, Any]] = []
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed.append((key, value))
+
+
+def test_live_link_follows_spark_submit_output() -> None:
+    ti = RecordingTI()
+    live = LiveLink(ti, settings("local[2]", history_server_url="http://h:18080"))
+    live.on_line("26/11/22 01:24:59 INFO SparkUI: Bound SparkUI to 127.0.0.1, and started at http://localhost:4041")
+    assert ti.pushed == []  # no application yet: nothing to name
+    live.on_application("local-1795405432123")
+    live.on_application("local-1795405432123")
+    assert ti.pushed == [
+        (
+            SPARK_UI_KEY,
+            {
+                "application_id": "local-1795405432123",
+                "driver_ui_url": "http://localhost:4041",
+                "cluster_app_url": None,
+                "history_url": "http://h:18080/history/local-1795405432123/jobs/",
+            },
+        ),
+        ("_link_SparkUILink", "http://localhost:4041"),
+    ]

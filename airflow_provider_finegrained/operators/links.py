@@ -130,3 +130,31 @@ def driver_ui_from_line(line: str) -> str | None:
     """The driver UI's address from spark-submit's output (``Bound SparkUI to ..., and started at URL``)."""
     match = _BOUND_UI.search(line)
     return match.group("url") if match else None
+
+
+class LiveLink:
+    """Follows spark-submit's output and stores the live Spark UI link as soon as the application is known.
+
+    ``on_line`` for every output line, ``on_application`` for the id; both in the task's own thread.
+    """
+
+    def __init__(self, ti: Any, settings: Any) -> None:
+        self.ti = ti
+        self.settings = settings
+        self.application_id: str | None = None
+        self.driver_ui_url: str | None = None
+
+    def on_line(self, line: str) -> None:
+        ui = driver_ui_from_line(line)
+        if ui and ui != self.driver_ui_url:
+            self.driver_ui_url = ui
+            self._push()
+
+    def on_application(self, application_id: str) -> None:
+        if application_id != self.application_id:
+            self.application_id = application_id
+            self._push()
+
+    def _push(self) -> None:
+        if self.application_id:
+            push_live_link(self.ti, spark_ui_targets(self.settings, self.application_id, self.driver_ui_url))
