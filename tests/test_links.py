@@ -91,9 +91,14 @@ def test_no_application_no_link() -> None:
     assert SparkUITargets.from_xcom({"application_id": "a", "future_field": 1}) == SparkUITargets("a")
 
 
-def test_bound_ui_line_of_spark_submit() -> None:
+def test_driver_ui_from_spark_submit_lines() -> None:
+    # As spark-submit of pyspark 4.3 prints it (measured), and as older releases did.
+    assert driver_ui_from_line("26/11/22 07:39:41 INFO JettyUtils: Start Jetty 127.0.0.1:4040 for SparkUI") == (
+        "http://127.0.0.1:4040"
+    )
     line = "26/11/22 01:24:59 INFO SparkUI: Bound SparkUI to 127.0.0.1, and started at http://localhost:4041"
     assert driver_ui_from_line(line) == "http://localhost:4041"
+    assert driver_ui_from_line("INFO JettyUtils: Start Jetty 0.0.0.0:4040 for SparkUI") is None
     assert driver_ui_from_line("INFO Utils: Successfully started service 'SparkUI' on port 4041.") is None
 
 
@@ -290,7 +295,7 @@ class RecordingTI:
 def test_live_link_follows_spark_submit_output() -> None:
     ti = RecordingTI()
     live = LiveLink(ti, settings("local[2]", history_server_url="http://h:18080"))
-    live.on_line("26/11/22 01:24:59 INFO SparkUI: Bound SparkUI to 127.0.0.1, and started at http://localhost:4041")
+    live.on_line("26/11/22 07:39:41 INFO JettyUtils: Start Jetty 127.0.0.1:4041 for SparkUI")
     assert ti.pushed == []  # no application yet: nothing to name
     live.on_application("local-1795405432123")
     live.on_application("local-1795405432123")
@@ -299,10 +304,10 @@ def test_live_link_follows_spark_submit_output() -> None:
             SPARK_UI_KEY,
             {
                 "application_id": "local-1795405432123",
-                "driver_ui_url": "http://localhost:4041",
+                "driver_ui_url": "http://127.0.0.1:4041",
                 "cluster_app_url": None,
                 "history_url": "http://h:18080/history/local-1795405432123/jobs/",
             },
         ),
-        ("_link_SparkUILink", "http://localhost:4041"),
+        ("_link_SparkUILink", "http://127.0.0.1:4041"),
     ]

@@ -123,13 +123,21 @@ def push_live_link(ti: Any, targets: SparkUITargets) -> None:
         ti.xcom_push(key=SparkUILink().xcom_key, value=link)
 
 
+# Spark 4.3 logs "Start Jetty 127.0.0.1:4040 for SparkUI" at INFO; older releases "Bound SparkUI to ..., and
+# started at http://...".
+_JETTY_UI = re.compile(r"Start Jetty (?P<host>\S+):(?P<port>\d+) for SparkUI\b")
 _BOUND_UI = re.compile(r"Bound SparkUI to \S+, and started at (?P<url>https?://\S+)")
+_ANY_ADDRESS = ("0.0.0.0", "[::]", "::")
 
 
 def driver_ui_from_line(line: str) -> str | None:
-    """The driver UI's address from spark-submit's output (``Bound SparkUI to ..., and started at URL``)."""
-    match = _BOUND_UI.search(line)
-    return match.group("url") if match else None
+    """The driver UI's address from spark-submit's output, when the line names one that others can reach."""
+    if match := _BOUND_UI.search(line):
+        return match.group("url")
+    match = _JETTY_UI.search(line)
+    if match is None or match.group("host") in _ANY_ADDRESS:
+        return None  # bound to every interface: the line does not say which name reaches it
+    return f"http://{match.group('host')}:{match.group('port')}"
 
 
 class LiveLink:
