@@ -200,9 +200,7 @@ def connect_spark(classic_spark: Any) -> Iterator[Any]:
     classic_spark.stop()
     before = {k: os.environ.get(k) for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")}
     spark = (
-        SparkSession.builder.remote("local[2]")
-        .config("spark.connect.progress.reportInterval", "200ms")
-        .getOrCreate()
+        SparkSession.builder.remote("local[2]").config("spark.connect.progress.reportInterval", "200ms").getOrCreate()
     )
     try:
         yield spark
