@@ -39,6 +39,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
+from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome, ExecutorRequest
 from airflow_provider_finegrained.runtime import driver
@@ -477,11 +478,22 @@ class RegionRunner:
             self.settings.master,
             " ".join(redacted_command(command)),
         )
+        live = LiveLink(self.ti, self.settings)  # the Spark UI link, while the application runs
+
+        def on_line(line: str) -> None:
+            log.info("%s", line)
+            live.on_line(line)
+
+        def on_app_id(app_id: str) -> None:
+            log.info("Spark application id: %s", app_id)
+            if not app_id.startswith("driver-"):  # standalone cluster mode reports its driver's id too
+                live.on_application(app_id)
+
         process = SparkSubmitProcess(
             command,
             build_spark_submit_env(request, spark_home=self.settings.spark_home),
-            on_line=lambda line: log.info("%s", line),
-            app_id_callback=lambda app_id: log.info("Spark application id: %s", app_id),
+            on_line=on_line,
+            app_id_callback=on_app_id,
             timeout=self.leader.submit_timeout,
         )
         self._process = process

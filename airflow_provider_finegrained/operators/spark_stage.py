@@ -291,12 +291,22 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
             f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}",
         ),
         ("capacity", _capacity_line(trace.capacity)),
+        ("carrier", _execution_line(trace.execution)),
         ("spark tasks", _tasks_line(trace.spark_tasks)),
         ("output", output),
         ("application", trace.application_id or "-"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"Decision trace for stage {trace.stage}:", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+
+
+def _execution_line(execution: Mapping[str, Any]) -> str:
+    if not execution:
+        return "-"
+    if execution.get("mode") == "warm":
+        where = f"warm pool {execution.get('pool')}, session {execution.get('session', '-')}"
+        return f"{where}: {execution.get('reason', '')}"
+    return f"an application of its own: {execution.get('reason', '')}"
 
 
 def _capacity_line(capacity: Mapping[str, Any]) -> str:

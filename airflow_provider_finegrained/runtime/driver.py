@@ -24,6 +24,7 @@ class ClassicSessions:
     def __init__(self, spark: Any) -> None:
         self.spark = spark
         self.application_id: str = spark.sparkContext.applicationId
+        self.ui_url: str | None = spark.sparkContext.uiWebUrl
         self._frames: dict[str, Any] = {}
 
     def open(self, stage: StageJob) -> Any:

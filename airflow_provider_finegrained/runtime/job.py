@@ -99,6 +99,8 @@ class StageStatus:
     ready_at: str | None = None
     """When the stage had its session and settings, ready to run Spark work."""
     application_id: str | None = None
+    ui_url: str | None = None
+    """The application's live UI (the driver's, or the warm pool's)."""
     log: list[str] = field(default_factory=list)
     spark_tasks: dict[str, Any] | None = None
     """Spark's own report of the stage's tasks (``spark_status.StageTaskReport.to_dict``)."""

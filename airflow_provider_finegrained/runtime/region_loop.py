@@ -43,6 +43,7 @@ class Sessions(Protocol):
     """Where a region's stages get their Spark sessions and how they hand data over."""
 
     application_id: str
+    ui_url: str | None
 
     def open(self, stage: StageJob) -> Any:
         """The session ``stage`` runs in."""
@@ -79,6 +80,7 @@ def run_stages(job: RegionJob, sessions: Sessions) -> str | None:
                 "not_run",
                 error=f"not run: stage {failed!r} of region {job.region} failed",
                 application_id=sessions.application_id,
+                ui_url=sessions.ui_url,
             ).write(path)
             continue
         status = run_stage(job, stage, sessions)
@@ -124,6 +126,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
             ended_at=ended,
             ready_at=ready,
             application_id=sessions.application_id,
+            ui_url=sessions.ui_url,
             log=log.lines,
             spark_tasks=tasks,
         )
@@ -140,6 +143,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
             started_at=started,
             ended_at=_now(),
             application_id=sessions.application_id,
+            ui_url=sessions.ui_url,
             log=log.lines,
         )
     finally:

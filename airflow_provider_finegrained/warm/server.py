@@ -100,6 +100,7 @@ def server_conf(settings: Any, shape: PoolShape, port: int, ui_port: int, folder
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(port),
             "spark.ui.port": str(ui_port),
+            "spark.ui.showConsoleProgress": "false",  # progress reaches task logs as lines, not as a bar
             FOLDER_CONF: folder,
         }
     )
