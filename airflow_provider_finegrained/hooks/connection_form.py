@@ -310,10 +310,10 @@ FIELDS: Final[tuple[FormField, ...]] = (
         "How regions reach Spark: 'off' starts one application per region with spark-submit; 'auto' runs them "
         "in a long-lived Spark Connect server the provider starts on first use and stops after the idle "
         "timeout; an sc://host:port URL names an existing Spark Connect server. A region whose executors do "
-        "not fit the pool's executor shape runs as its own application.",
+        "not fit the pool's executor shape runs as its own application (docs/warm.md).",
         "auto",
         "string",
-        "off",
+        "off (the embedded default, with no connection defined: auto)",
     ),
     _f(
         "warm_idle_timeout",

@@ -157,6 +157,7 @@ def test_what_the_pool_cannot_run_is_named(warm_pool_folder: str, capfd: pytest.
     execution = results["static_conf"]["trace"]["execution"]
     assert execution["mode"] == "cold"
     assert "static_conf sets spark.executor.memoryOverhead" in execution["reason"]
+    assert "carrier      an application of its own: static_conf sets spark.executor.memoryOverhead" in text
 
 
 KILLED = """
