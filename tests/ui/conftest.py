@@ -89,8 +89,12 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def api_server(sized_runs: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """``airflow api-server`` on a free port, same AIRFLOW_HOME, in its own process group; stopped after."""
+def api_server(airflow_db: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``airflow api-server`` on a free port, same AIRFLOW_HOME, in its own process group; stopped after.
+
+    It reads the database per request: tests that need runs ask for ``sized_runs`` first, so the runs
+    happen before the server starts and do not compete with it for the CPU.
+    """
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     work = tmp_path_factory.mktemp("api-server")

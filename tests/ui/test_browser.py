@@ -34,7 +34,7 @@ def _by(kind: str) -> Any:
     return getattr(By, kind)
 
 
-def test_api_answers_only_users_who_may_read_the_dag(api_server: Server, sized_runs: list[str]) -> None:
+def test_api_answers_only_users_who_may_read_the_dag(sized_runs: list[str], api_server: Server) -> None:
     run_path = f"/finegrained/api/dags/{DAG_ID}/runs/{quote(sized_runs[-1], safe='')}"
     history_path = f"/finegrained/api/dags/{DAG_ID}/history"
     for path in (run_path, history_path):
@@ -108,7 +108,7 @@ def test_run_tab_in_the_dag_run_view(
     browser.save_screenshot(str(screenshots / "ui-run.png"))
 
 
-def test_run_tab_in_the_task_instance_view(browser: Any, api_server: Server, sized_runs: list[str]) -> None:
+def test_run_tab_in_the_task_instance_view(sized_runs: list[str], browser: Any, api_server: Server) -> None:
     from selenium.webdriver.support import expected_conditions as ec
 
     browser.get(f"{api_server.base}/dags/{DAG_ID}/runs/{quote(sized_runs[-1], safe='')}/tasks/squares")
@@ -123,7 +123,7 @@ def test_run_tab_in_the_task_instance_view(browser: Any, api_server: Server, siz
 
 
 def test_history_page_has_a_point_per_run(
-    browser: Any, api_server: Server, sized_runs: list[str], screenshots: Path
+    sized_runs: list[str], browser: Any, api_server: Server, screenshots: Path
 ) -> None:
     browser.get(f"{api_server.base}/finegrained/dags/{DAG_ID}/history")
     sections = browser.find_elements(_by("CSS_SELECTOR"), "div.stage-plots")
@@ -166,21 +166,23 @@ def test_connection_form_shows_every_field(browser: Any, api_server: Server, scr
     browser.execute_script("arguments[0].scrollIntoView()", extra)
     extra.click()
     text = browser.find_element(_by("TAG_NAME"), "body").text
-    shown_placeholder = {}
+    suggested = []
     for field in FIELDS:
-        if field.name == "master":
+        if field.name in ("master", "spark_auth_secret"):
             continue
         assert field.label in text, field.name
         assert field.description.split(". ")[0].split(" (")[0][:40] in text, field.name
-        element = browser.find_elements(_by("NAME"), f"element_{field.name}")
-        if element:
-            own = element[0].get_attribute("placeholder") or ""
+        # The JSON editor of an object field carries the id, the other inputs the name.
+        selector = f"[name='element_{field.name}'], #element_{field.name}"
+        assert browser.find_elements(_by("CSS_SELECTOR"), selector), field.name
+        # Airflow 3.3's form has no per-field placeholder for extras: a string field's examples become
+        # suggestions under its generic "Start typing to see options"; other kinds show none at all.
+        if field.kind in ("string", "bytes"):
             options = [
                 o.get_attribute("value")
                 for o in browser.find_elements(_by("CSS_SELECTOR"), f"datalist#list_{field.name} option")
             ]
-            shown_placeholder[field.name] = field.placeholder == own or field.placeholder in options
+            assert field.placeholder in options, (field.name, options)
+            suggested.append(field.name)
+    assert suggested
     browser.save_screenshot(str(screenshots / "ui-connection-form-extra.png"))
-    assert shown_placeholder, "no extra field was rendered"
-    missing = sorted(name for name, shown in shown_placeholder.items() if not shown)
-    assert not missing, f"fields whose placeholder the form does not show: {missing}"
