@@ -212,7 +212,7 @@ FIELDS: Final[tuple[FormField, ...]] = (
         "Spark standalone only: the master's web UI, whose /json/ the connection test and capacity checks read.",
         "http://127.0.0.1:8080",
         "string",
-        "http://<master host>:8080",
+        "port 8080 of the master's host",
     ),
     _f(
         "min_slots",

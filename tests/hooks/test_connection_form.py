@@ -128,3 +128,10 @@ def test_config_examples_are_valid_defaults() -> None:
     defaults.pop("deploy_mode")
     settings = ConnectionSettings.from_connection_fields(None, {}, defaults=defaults, airflow_home="/srv/airflow")
     assert settings.max_parallelism == 128 and settings.executor_memory == 4 * 2**30
+
+
+def test_no_field_text_holds_angle_brackets() -> None:
+    # The connection form renders descriptions as HTML: "<master host>" swallowed every later field.
+    for f in FIELDS:
+        for text in (f.label, f.description, f.placeholder, f.default):
+            assert "<" not in text and ">" not in text, (f.name, text)
