@@ -55,6 +55,9 @@ class StageRow:
     memory_fraction: float | None
     capacity_outcome: str
     capacity_message: str
+    carrier: str
+    """``warm`` (a session of the warm pool) or ``cold`` (an application of its own); empty when unknown."""
+    carrier_reason: str
     output_bytes: int | None
     in_memory_only: bool
     duration_s: float | None
@@ -175,6 +178,7 @@ def stage_row(
     o: Mapping[str, Any] = output or {}
     consumed = {str(k): int(v) for k, v in (t.get("consumed_bytes") or {}).items()}
     capacity: Mapping[str, Any] = t.get("capacity") or {}
+    execution: Mapping[str, Any] = t.get("execution") or {}
     output_bytes = o.get("total_bytes", t.get("output_bytes"))
     return StageRow(
         stage=stage,
@@ -195,6 +199,8 @@ def stage_row(
         memory_fraction=_float(t.get("memory_fraction", p.get("memory_fraction"))),
         capacity_outcome=str(capacity.get("outcome") or ""),
         capacity_message=str(capacity.get("message") or ""),
+        carrier=str(execution.get("mode") or ""),
+        carrier_reason=str(execution.get("reason") or ""),
         output_bytes=_int(output_bytes),
         in_memory_only=bool(o.get("in_memory_only")),
         duration_s=duration_s(t.get("started_at"), t.get("ended_at")),

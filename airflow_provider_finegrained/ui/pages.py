@@ -29,7 +29,8 @@ th,td{border-bottom:1px solid #e2e8f0;padding:4px 6px;text-align:left;vertical-a
 th{background:#f1f5f9;font-weight:600;white-space:normal} td.num{text-align:right}
 .rule{color:#475569;font-size:11px} .missing{color:#94a3b8;font-style:italic}
 .state{font-size:11px;padding:1px 5px;border-radius:8px;background:#e2e8f0} .state-success{background:#dcfce7}
-.state-failed,.state-upstream_failed{background:#fee2e2} .capacity{border-bottom:1px dotted #64748b;cursor:help}
+.state-failed,.state-upstream_failed{background:#fee2e2}
+.capacity,.carrier{border-bottom:1px dotted #64748b;cursor:help}
 .legend{color:#475569;font-size:11px;margin-top:4px} .plots{display:flex;flex-wrap:wrap;gap:12px}
 .stage-plots{margin-bottom:8px}
 """
@@ -88,6 +89,7 @@ def run_page(view: RunView, base: str, task_id: str | None = None) -> str:
         "executor memory",
         "memory fraction",
         "capacity",
+        "carrier",
         "output",
         "duration",
         "Spark application",
@@ -120,6 +122,10 @@ def _run_row(row: StageRow, highlight: bool) -> str:
         capacity = (
             f"<span class='capacity' title='{escape(row.capacity_message)}'>{escape(row.capacity_outcome)}</span>"
         )
+    carrier = cell("–")
+    if row.carrier:
+        # Warm (a session of the pool) or cold (an application of its own); why, on hover.
+        carrier = f"<td><span class='carrier' title='{escape(row.carrier_reason)}'>{escape(row.carrier)}</span></td>"
     style = " style='background:#fef9c3'" if highlight else ""
     return (
         f"<tr data-stage='{escape(row.stage)}'{style}>"
@@ -133,6 +139,7 @@ def _run_row(row: StageRow, highlight: bool) -> str:
         + cell(row.memory_text)
         + cell(row.fraction_text, "num")
         + (f"<td>{capacity}</td>" if row.capacity_outcome else cell("–"))
+        + carrier
         + cell(row.output_text, "num")
         + cell(row.duration_text, "num")
         + cell(row.application_id or "–")

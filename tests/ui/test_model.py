@@ -41,6 +41,9 @@ def test_a_full_row_reads_every_field() -> None:
     assert row.memory_text == "2.0 GiB (+384.0 MiB)"
     assert row.fraction_text == "0.500"
     assert (row.capacity_outcome, row.capacity_message) == ("as_requested", "running as planned")
+    assert (row.carrier, row.carrier_reason) == ("", "")  # a trace from before warm pools
+    warm = stage_row("s", None, {**t, "execution": {"mode": "warm", "reason": "fits"}}, None, "success")
+    assert (warm.carrier, warm.carrier_reason) == ("warm", "fits")
     assert row.output_text == "2.0 KiB"  # the output record wins over the trace's output_bytes
     assert row.duration_text == "12.5 s"
     assert row.application_id == "local-1"

@@ -16,7 +16,13 @@ def _run() -> RunInput:
         traces={
             "dim": public_trace(trace("dim", {}, 1)),
             "join": public_trace(
-                trace("join", {"dim": 2048, "src": 1024}, 6, capacity={"outcome": "reduced", "message": "free: 1 core"})
+                trace(
+                    "join",
+                    {"dim": 2048, "src": 1024},
+                    6,
+                    capacity={"outcome": "reduced", "message": "free: 1 core"},
+                    execution={"mode": "warm", "reason": "every slot fits", "pool": "sc://127.0.0.1:1"},
+                )
             ),
         },
         states={"dim": "success", "src": "success", "join": "success", "agg": "failed"},
@@ -32,8 +38,9 @@ def test_run_page_rows_graph_and_links() -> None:
     assert "<td class='decided'>6<div class='rule'>bytes / avg_bytes_per_task</div></td>" in join_row
     assert "3.0 KiB" in join_row and "title='dim: 2.0 KiB, src: 1.0 KiB'" in join_row
     assert "title='free: 1 core'>reduced</span>" in join_row
+    assert "<span class='carrier' title='every slot fits'>warm</span>" in join_row
     agg_row = html.split("<tr data-stage='agg'")[1].split("</tr>")[0]
-    assert "state-failed" in agg_row and agg_row.count("missing") == 9
+    assert "state-failed" in agg_row and agg_row.count("missing") == 10
     assert "<svg" in html and 'data-stage="join"' in html and "P=6 · 1 × 2 cores · 3.0 KiB in" in html
     assert "href='/finegrained/dags/d/history'" in html
     assert "/finegrained/api/dags/d/runs/manual__2026-01-01T00%3A00%3A00%2B00%3A00" in html
