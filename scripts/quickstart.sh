@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # From a fresh clone: set everything up, generate a TPC-H data set, run the example pipeline with
 # Airflow on the embedded default (local Spark, SQLite Airflow), and print what each stage read,
-# decided and ran with. Usage: bash scripts/quickstart.sh [SCALE_FACTOR]   (default 0.1)
+# decided and ran with. The stages run warm, as sessions of a Spark Connect pool this starts (see
+# docs/warm.md). Usage: bash scripts/quickstart.sh [SCALE_FACTOR]   (default 0.1)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SCALE="${1:-0.1}"
@@ -34,3 +35,7 @@ grep -q "state=success" "$LOG" || grep -qi "DagRun Finished.*success" "$LOG" || 
 
 echo "== What each stage read, decided and ran with (scale factor $SCALE)"
 python -m airflow_provider_finegrained report tpch_pipeline
+
+echo "== The warm pool (regions ran as sessions of it; it stops itself after 10 idle minutes)"
+python -m airflow_provider_finegrained warm status
+echo "Stop it now with: AIRFLOW_HOME=$AIRFLOW_HOME .venv/bin/python -m airflow_provider_finegrained warm stop"
