@@ -20,14 +20,15 @@ from typing import Any
 from bench.compare import oracle
 from bench.compare.answers import Rows, compare_answers
 from bench.compare.pipeline import STAGES
-from bench.compare.report import machine_info, write_all
-from bench.compare.runners import REPO, Setup, prepare_airflow, run_variant
+from bench.compare.report import machine_info, quote_in_doc, write_all
+from bench.compare.runners import REPO, Setup, prepare_airflow, run_variant, stop_warm_pools
 from bench.compare.stats import add_ratios, summarize, targets
 from bench.compare.variants import BASELINE, ORACLE, VARIANTS, Variant, select
 
 RESULTS = REPO / "bench" / "results"
 IMAGE = REPO / "docs" / "img" / "bench-compare.png"
 SWEEP_FILE = RESULTS / "compare-oracle-sweep.json"
+DOC = REPO / "docs" / "benchmarks.md"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -97,6 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     airflow_home = work / "airflow-home"
     if any(v.runner == "provider" for v in variants):
         prepare_airflow(airflow_home)
+    try:
+        return _run_all(args, variants, work, command, master, airflow_home)
+    finally:
+        stop_warm_pools(airflow_home)
+
+
+def _run_all(
+    args: argparse.Namespace, variants: list[Variant], work: Path, command: str, master: str, airflow_home: Path
+) -> int:
     runs: list[dict[str, Any]] = []
     partitions_used: dict[str, Any] = {}
     sweeps = oracle.load_sweep(SWEEP_FILE)
@@ -125,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 doc = build_doc(args, command, master, variants, runs, partitions_used)
                 write_all(doc, args.results, args.image)
     print(f"wrote {args.results}/compare-* and {args.image}")
+    if args.results.resolve() == RESULTS.resolve() and doc:  # the committed results: quote them in the docs
+        DOC.write_text(quote_in_doc(DOC.read_text(), (args.results / "compare-summary.md").read_text()))
+        print(f"updated {DOC}")
     if not args.no_plan_scaling:
         subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
     bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]

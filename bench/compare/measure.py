@@ -14,7 +14,7 @@ import resource
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,15 +59,18 @@ def run_measured(
     log: Path | None = None,
     interval_s: float = 0.2,
     timeout_s: float = 3600.0,
+    extra: Callable[[], list[psutil.Process]] | None = None,
 ) -> ProcessRun:
     """Run ``command`` to its end, sampling its process tree's RSS every ``interval_s``.
 
     CPU is the change of this process's waited-children usage, so it counts every descendant that its
     parent waited for (spark-submit's JVM and Python workers, Airflow's task processes); run one measured
-    command at a time for it to mean one command.
+    command at a time for it to mean one command. ``extra`` lists processes outside the tree that work for
+    it (a warm pool the run uses): their RSS joins each sample and their CPU over the run is added.
     """
     peak = 0
     cpu_before = _children_cpu_s()
+    extra_before = _cpu_of(extra() if extra else [])
     start = time.perf_counter()
     with open(log or os.devnull, "ab") as sink:
         proc = subprocess.Popen(list(command), env=dict(env), cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
@@ -77,7 +80,8 @@ def run_measured(
         def sample() -> None:
             nonlocal peak
             while not done.is_set():
-                peak = max(peak, tree_rss(root))
+                outside = _rss_of(extra()) if extra else 0  # the list holds the descendants already
+                peak = max(peak, tree_rss(root) + outside)
                 done.wait(interval_s)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -94,7 +98,25 @@ def run_measured(
             sampler.join()
     wall = time.perf_counter() - start
     tail = log.read_text(errors="replace").splitlines()[-30:] if log and log.exists() else []
-    return ProcessRun(returncode, wall, peak, _children_cpu_s() - cpu_before, tail)
+    extra_cpu = sum(_cpu_of(extra()).values()) - sum(extra_before.values()) if extra else 0.0
+    return ProcessRun(returncode, wall, peak, _children_cpu_s() - cpu_before + extra_cpu, tail)
+
+
+def _rss_of(procs: list[psutil.Process]) -> int:
+    total = 0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            total += proc.memory_info().rss
+    return total
+
+
+def _cpu_of(procs: list[psutil.Process]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            out[proc.pid] = t.user + t.system
+    return out
 
 
 @dataclass
@@ -107,6 +129,21 @@ class SparkWork:
     task_run_s: float = 0.0
     per_group: dict[str, dict[str, float]] = field(default_factory=dict)
     """Job group -> {"tasks": n, "task_cpu_s": s, "task_run_s": s}."""
+
+    def minus(self, before: SparkWork) -> SparkWork:
+        """What happened since ``before`` was read from the same (still growing) logs."""
+        out = SparkWork(
+            self.applications - before.applications,
+            self.tasks - before.tasks,
+            self.task_cpu_s - before.task_cpu_s,
+            self.task_run_s - before.task_run_s,
+        )
+        for group, values in self.per_group.items():
+            old = before.per_group.get(group, {})
+            diff = {k: v - old.get(k, 0) for k, v in values.items()}
+            if diff["tasks"]:
+                out.per_group[group] = diff
+        return out
 
     def add(self, other: SparkWork) -> None:
         self.applications += other.applications
@@ -127,7 +164,10 @@ def parse_event_log(lines: Iterable[str]) -> SparkWork:
     for line in lines:
         if not line.strip():
             continue
-        event = json.loads(line)
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # the last line of a log still being written (a warm pool's) may be partial
         kind = event.get("Event")
         if kind == "SparkListenerApplicationStart":
             work.applications += 1

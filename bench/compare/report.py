@@ -118,6 +118,18 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+BEGIN_MARK = "<!-- compare-summary: begin (bench/results/compare-summary.md) -->"
+END_MARK = "<!-- compare-summary: end -->"
+
+
+def quote_in_doc(doc_text: str, summary: str) -> str:
+    """``doc_text`` with the part between the summary markers replaced by ``summary``; unchanged without them."""
+    start, end = doc_text.find(BEGIN_MARK), doc_text.find(END_MARK)
+    if start < 0 or end < start:
+        return doc_text
+    return doc_text[: start + len(BEGIN_MARK)] + "\n" + summary.rstrip("\n") + "\n" + doc_text[end:]
+
+
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")

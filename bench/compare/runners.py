@@ -197,10 +197,15 @@ def run_provider(setup: Setup, variant: Variant, run_dir: Path) -> RunResult:
     dag_id = BLOCKING_DAG_ID if variant.blocking else DAG_ID
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    spark_conf = event_log_conf(run_dir / "eventlogs")
+    # A warm pool keeps the event-log folder it started with and outlives the run: one folder for all runs, and
+    # each run's share is the difference of the (still growing) logs before and after it.
+    events = setup.work / "eventlogs-warm" if variant.warm else run_dir / "eventlogs"
+    spark_conf = event_log_conf(events)
+    before = read_event_logs(events) if variant.warm else SparkWork()
     env = airflow_env(setup.airflow_home, {"AIRFLOW__FINEGRAINED__SPARK_CONF": json.dumps(spark_conf), **variant.env})
     conf = json.dumps({"data_dir": str(setup.tables)})
-    proc = run_measured([_airflow(), "dags", "test", dag_id, "-c", conf], env, log=logs / "dags-test.log")
+    extra = (lambda: warm_pool_processes(setup.airflow_home)) if variant.warm else None
+    proc = run_measured([_airflow(), "dags", "test", dag_id, "-c", conf], env, log=logs / "dags-test.log", extra=extra)
     report = _json_command([sys.executable, "-m", "airflow_provider_finegrained", "report", dag_id, "--json"], env)
     run_id = report["run_id"]
     states = _json_command([_airflow(), "tasks", "states-for-dag-run", dag_id, run_id, "-o", "json"], env)
@@ -211,7 +216,7 @@ def run_provider(setup: Setup, variant: Variant, run_dir: Path) -> RunResult:
             f"variant {variant.key}: dags test exited {proc.returncode}, tasks not successful {failed}; "
             f"log: {logs / 'dags-test.log'}"
         )
-    work = read_event_logs(run_dir / "eventlogs")
+    work = read_event_logs(events).minus(before)
     stages: dict[str, dict[str, Any]] = {}
     regions: dict[str, float] = {}
     for stage, result in report["stages"].items():
@@ -242,6 +247,26 @@ def run_provider(setup: Setup, variant: Variant, run_dir: Path) -> RunResult:
         "run_id": run_id,
     }
     return RunResult(metrics, answers)
+
+
+def _warm_folders(airflow_home: Path | None) -> list[Path]:
+    root = (airflow_home or Path("/nonexistent")) / "finegrained" / "storage" / "_warm"
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def warm_pool_processes(airflow_home: Path | None) -> list[Any]:
+    """The processes of the warm pools under this AIRFLOW_HOME's storage (outside the run's process tree)."""
+    from airflow_provider_finegrained.warm.state import pool_processes
+
+    return [p for folder in _warm_folders(airflow_home) for p in pool_processes(str(folder))]
+
+
+def stop_warm_pools(airflow_home: Path | None) -> None:
+    """Stop every warm pool the benchmark's Airflow started (they outlive runs by design)."""
+    from airflow_provider_finegrained.warm.pool import stop
+
+    for folder in _warm_folders(airflow_home):
+        stop(str(folder))
 
 
 def _trace_tasks(spark_tasks: dict[str, Any] | None) -> dict[str, float] | None:

@@ -17,7 +17,7 @@ from bench.compare import oracle
 from bench.compare.answers import compare_answers, differences
 from bench.compare.measure import SparkWork, parse_event_log, read_event_logs
 from bench.compare.pipeline import PIPELINED, STAGE_INPUTS, STAGES, fused_producers, parse_input
-from bench.compare.report import summary_markdown, write_all
+from bench.compare.report import BEGIN_MARK, END_MARK, quote_in_doc, summary_markdown, write_all
 from bench.compare.runners import BLOCKING_DAG_ID, blocking_dag_text, first_json
 from bench.compare.stats import add_ratios, median, ratio, summarize, targets
 from bench.compare.variants import VARIANTS, select
@@ -98,6 +98,16 @@ def test_event_logs_of_a_folder_add_up(tmp_path: Path) -> None:
     total = SparkWork()
     total.add(work)
     assert total.task_cpu_s == pytest.approx(7.0)
+
+
+def test_a_growing_log_is_measured_by_difference_and_a_partial_last_line_is_skipped() -> None:
+    before = parse_event_log(EVENT_LOG[:4])
+    after = parse_event_log([*EVENT_LOG, '{"Event": "SparkListenerTaskEnd", "Stage'])
+    since = after.minus(before)
+    assert (since.applications, since.tasks) == (0, 2)
+    assert since.task_cpu_s == pytest.approx(1.5)
+    assert set(since.per_group) == {"q1", "(no group)"}
+    assert since.per_group["q1"]["tasks"] == 1
 
 
 def test_answers_compare_sorted_rows_with_a_float_tolerance() -> None:
@@ -209,6 +219,9 @@ def test_variant_table_selection() -> None:
     assert VARIANTS["a"].conf == {"spark.sql.shuffle.partitions": "200", "spark.sql.adaptive.enabled": "false"}
     assert VARIANTS["b"].conf["spark.sql.adaptive.enabled"] == "true"
     assert VARIANTS["d"].blocking and not VARIANTS["c"].blocking
+    # (c) and (d) are the cold provider (a spark-submit per region); (e) runs on the warm pool.
+    assert VARIANTS["c"].env == VARIANTS["d"].env == {"AIRFLOW__FINEGRAINED__WARM_POOL": "off"}
+    assert VARIANTS["e"].warm and VARIANTS["e"].env == {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto"}
     assert not VARIANTS["oracle"].per_stage_apps and VARIANTS["oracle"].oracle
 
 
@@ -262,3 +275,10 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
     stage_rows = list(csv.DictReader(paths[2].open()))
     assert {r["stage"] for r in stage_rows} == {"q1_pricing_summary"}
     assert paths[4].read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_summary_is_quoted_between_the_markers_of_the_doc() -> None:
+    doc = f"# B\n\n{BEGIN_MARK}\nold table\n{END_MARK}\n\nafter\n"
+    assert quote_in_doc(doc, "| new |\n") == f"# B\n\n{BEGIN_MARK}\n| new |\n{END_MARK}\n\nafter\n"
+    assert quote_in_doc("no markers", "| new |") == "no markers"
+    assert BEGIN_MARK in (REPO / "docs" / "benchmarks.md").read_text()
