@@ -194,13 +194,18 @@ def _cluster_processes(cluster: StandaloneCluster, worker: int | None) -> list[p
             cmdline = proc.cmdline()
             if any(c in cmdline for c in APPLICATION_CLASSES) and any(u in cmdline for u in worker_urls):
                 found[proc.pid] = proc
-    for proc in list(found.values()):
+    return with_descendants(found.values())
+
+
+def with_descendants(found: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """``found`` and all their descendants, never this process or its ancestors (whatever they inherited)."""
+    everything = {proc.pid: proc for proc in found}
+    for proc in list(everything.values()):
         with contextlib.suppress(psutil.Error):
             for child in proc.children(recursive=True):
-                found.setdefault(child.pid, child)
-    # Never this process or its ancestors, whatever they inherited.
+                everything.setdefault(child.pid, child)
     mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    return [proc for pid, proc in found.items() if pid not in mine]
+    return [proc for pid, proc in everything.items() if pid not in mine]
 
 
 def _terminate(find: Callable[[], list[psutil.Process]], timeout_s: float, what: str) -> None:

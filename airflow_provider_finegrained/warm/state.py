@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
+from airflow_provider_finegrained.spark.standalone import with_descendants
 from airflow_provider_finegrained.warm.server import FOLDER_CONF, SERVER_CLASS, PoolShape
 
 STATE_FILE = "pool.json"
@@ -194,12 +195,7 @@ def pool_processes(folder: str) -> list[psutil.Process]:
             supervisor = SUPERVISOR_MODULE in cmdline and folder in cmdline
             if (server or supervisor) and proc.status() != psutil.STATUS_ZOMBIE:
                 found[proc.pid] = proc
-    for proc in list(found.values()):
-        with contextlib.suppress(psutil.Error):
-            for child in proc.children(recursive=True):
-                found.setdefault(child.pid, child)
-    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    return [p for pid, p in found.items() if pid not in mine and _alive(p)]
+    return [p for p in with_descendants(found.values()) if _alive(p)]
 
 
 def _alive(proc: psutil.Process) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,3 +57,12 @@ def examples(airflow_db: None) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def examples_module(airflow_db: None) -> Path:
     return _install_examples()
+
+
+def start_task_test(dag_id: str, task_id: str, log: Path) -> subprocess.Popen[bytes]:
+    """``airflow tasks test DAG TASK`` in the background, its output going to ``log``."""
+    airflow = str(Path(sys.executable).parent / "airflow")
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [airflow, "tasks", "test", dag_id, task_id], stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy()
+        )

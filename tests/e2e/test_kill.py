@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.e2e.conftest import write_dag_file
+from tests.e2e.conftest import start_task_test, write_dag_file
 
 pytestmark = pytest.mark.slow
 
@@ -43,14 +41,7 @@ def ours() -> list[str]:
 def test_sigterm_to_the_task_stops_the_application(airflow_db: None, tmp_path: Path) -> None:
     write_dag_file("killed_stage.py", DAG)
     log = tmp_path / "task.log"
-    airflow = str(Path(sys.executable).parent / "airflow")
-    with log.open("w") as out:
-        task = subprocess.Popen(
-            [airflow, "tasks", "test", "killed_stage", "sleeps"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=os.environ.copy(),
-        )
+    task = start_task_test("killed_stage", "sleeps", log)
     try:
         deadline = time.monotonic() + 240
         while "Spark application id" not in log.read_text():

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from tests.e2e.conftest import load_dag, write_dag_file
+from tests.e2e.conftest import load_dag, start_task_test, write_dag_file
 
 pytestmark = pytest.mark.slow
 
@@ -181,14 +179,7 @@ def test_killing_a_warm_task_cancels_its_jobs_and_keeps_the_pool(warm_pool_folde
     write_dag_file("warm_killed.py", HEADER + KILLED)
     pool = warm.ensure_started(_settings())
     log = tmp_path / "task.log"
-    airflow = str(Path(sys.executable).parent / "airflow")
-    with log.open("w") as out:
-        task = subprocess.Popen(
-            [airflow, "tasks", "test", "warm_killed", "spins"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=os.environ.copy(),
-        )
+    task = start_task_test("warm_killed", "spins", log)
     try:
         deadline = time.monotonic() + 300
         while not any(j["status"] == "RUNNING" for j in _jobs(pool.ui_url, pool.application_id)):
