@@ -224,15 +224,19 @@ def run_provider(setup: Setup, variant: Variant, run_dir: Path) -> RunResult:
         timings = trace.get("timings", {})
         regions[trace.get("region", stage)] = timings.get("submit_s", 0.0)
         group_work = work.per_group.get(stage, {})
+        trace_tasks = _trace_tasks(trace.get("spark_tasks"))
+        # Spark Connect (the warm pool) tags jobs instead of grouping them: per stage, the trace's count then.
+        per_stage = group_work or trace_tasks or {}
         stages[stage] = {
             "work_s": _seconds(trace.get("started_at"), trace.get("ended_at")),
             "task_s": timings.get("submit_s"),
             "airflow_task_s": task_s.get(stage),
-            "tasks": int(group_work.get("tasks", 0)),
-            "task_cpu_s": group_work.get("task_cpu_s", 0.0),
+            "tasks": int(per_stage.get("tasks", 0)),
+            "task_cpu_s": per_stage.get("task_cpu_s", 0.0),
+            "tasks_from": "event log" if group_work else "trace",
             "parallelism": trace.get("parallelism"),
             "region": trace.get("region"),
-            "trace_tasks": _trace_tasks(trace.get("spark_tasks")),
+            "trace_tasks": trace_tasks,
         }
     answers = {q: read_rows(report["stages"][stage]["output"]["path"]) for q, (stage, _) in ANSWERS.items()}
     storage = setup.airflow_home / "finegrained" / "storage" / dag_id / run_id
