@@ -72,12 +72,20 @@ def warm_fresh_process(script: Path, url: str, repeats: int) -> list[tuple[float
     return [_launch([sys.executable, str(script), url], dict(os.environ)) for _ in range(repeats)]
 
 
-def warm_in_process(url: str, repeats: int) -> tuple[float, list[tuple[float, float]]]:
-    """(seconds to import pyspark's Connect client, [(ready, queried)] per session)."""
-    clock = time.perf_counter()
+def client_import_s(repeats: int) -> float:
+    """Median seconds a fresh Python process takes to import pyspark's Spark Connect client."""
+    code = "import time; t = time.perf_counter(); import pyspark.sql.connect.session; print(time.perf_counter() - t)"
+    runs = [
+        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+        for _ in range(repeats)
+    ]
+    return statistics.median(runs)
+
+
+def warm_in_process(url: str, repeats: int) -> list[tuple[float, float]]:
+    """[(ready, queried)] per session, in this process (which has imported pyspark already)."""
     from pyspark.sql import SparkSession
 
-    imported = time.perf_counter() - clock
     runs = []
     for _ in range(repeats):
         clock = time.perf_counter()
@@ -87,7 +95,7 @@ def warm_in_process(url: str, repeats: int) -> tuple[float, list[tuple[float, fl
         spark.range(1).count()
         runs.append((ready, time.perf_counter() - clock))
         spark.stop()
-    return imported, runs
+    return runs
 
 
 def _summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
@@ -109,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         script = Path(tmp) / "stage.py"
         script.write_text(STAGE)
@@ -119,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         pool = warm.ensure_started(settings)
         pool_start_s = time.perf_counter() - clock
         try:
-            imported, in_process = warm_in_process(pool.url, args.repeats + 1)
+            in_process = warm_in_process(pool.url, args.repeats + 1)
+            imported = client_import_s(args.repeats)
             fresh = warm_fresh_process(script, pool.url, args.repeats)
             cold_runs = cold(script, args.repeats)
             idle = warm.status(pool.folder) or {}
@@ -127,7 +137,13 @@ def main(argv: list[str] | None = None) -> int:
             warm.stop(pool.folder)
     result = {
         "command": f"python bench/warm_start.py --repeats {args.repeats}",
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            # Other work on the machine inflates every figure: the load when the run started and ended.
+            "load_average_1m": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],
+        },
         "pool_start_s": round(pool_start_s, 2),
         "pool_rss_bytes": idle.get("rss_bytes"),
         "connect_client_import_s": round(imported, 3),

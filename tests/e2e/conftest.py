@@ -66,3 +66,32 @@ def start_task_test(dag_id: str, task_id: str, log: Path) -> subprocess.Popen[by
         return subprocess.Popen(
             [airflow, "tasks", "test", dag_id, task_id], stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy()
         )
+
+
+WARM_ENV = {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "900"}
+
+
+def embedded_settings() -> Any:
+    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+
+    return FineGrainedSparkHook().get_settings()
+
+
+@pytest.fixture(scope="module")
+def warm_pool_folder(airflow_db: None) -> Iterator[str]:
+    """Warm mode for the embedded default in this module; the pool is stopped, and checked gone, at its end."""
+    from airflow_provider_finegrained import warm
+
+    saved = {k: os.environ.get(k) for k in WARM_ENV}
+    os.environ.update(WARM_ENV)
+    folder = warm.auto_folder(embedded_settings())
+    try:
+        yield folder
+    finally:
+        warm.stop(folder)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        assert warm.status(folder) is None

@@ -1,4 +1,8 @@
-"""The TPC-H example DAG end to end on the embedded default, checked against pyarrow's answers."""
+"""The TPC-H example DAG end to end on the embedded default, checked against pyarrow's answers.
+
+It runs warm, as the embedded default does for users (the cold path of this DAG is checked on the
+standalone cluster, tests/cluster/test_pipeline_on_standalone.py).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def tpch_run(examples_module: Path, tpch_dir: Path) -> tuple[Any, dict[str, dict[str, Any]]]:
+def tpch_run(examples_module: Path, tpch_dir: Path, warm_pool_folder: str) -> tuple[Any, dict[str, dict[str, Any]]]:
     dag = load_dag(examples_module / "tpch_pipeline.py", "tpch_pipeline")
     run = dag.test(run_conf={"data_dir": str(tpch_dir)})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
@@ -63,3 +67,9 @@ def test_pipelined_regions_run_as_one_application_with_memory_handover(tpch_run:
         assert c["trace"]["rule"].startswith("forward edge")
     applications = {r["trace"]["application_id"] for r in results.values()}
     assert len(applications) == 6  # 8 stages in 6 regions
+
+
+def test_every_stage_ran_warm_in_a_session_of_its_own(tpch_run: Any) -> None:
+    _, results = tpch_run
+    assert {r["trace"]["execution"]["mode"] for r in results.values()} == {"warm"}
+    assert len({r["trace"]["execution"]["session"] for r in results.values()}) == len(results) == 8

@@ -12,7 +12,6 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from tests.e2e.conftest import load_dag, start_task_test, write_dag_file
+from tests.e2e.conftest import embedded_settings, load_dag, start_task_test, write_dag_file
 
 pytestmark = pytest.mark.slow
 
-WARM_ENV = {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "900"}
 
 HEADER = """
 import pendulum
@@ -34,33 +32,6 @@ from airflow_provider_finegrained.dags.declaration import Input
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 """
-
-
-def _settings() -> Any:
-    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
-
-    return FineGrainedSparkHook().get_settings()
-
-
-@pytest.fixture(scope="module")
-def warm_pool_folder(airflow_db: None) -> Iterator[str]:
-    """Warm mode for the embedded default; the pool is stopped, and checked gone, at the end."""
-    from airflow_provider_finegrained import warm
-
-    saved = {k: os.environ.get(k) for k in WARM_ENV}
-    os.environ.update(WARM_ENV)
-    folder = warm.auto_folder(_settings())
-    try:
-        yield folder
-    finally:
-        stopped = warm.stop(folder)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        assert stopped or warm.status(folder) is None
-        assert warm.status(folder) is None
 
 
 def run(dag_id: str, body: str) -> tuple[str, dict[str, str], dict[str, dict[str, Any]]]:
@@ -177,7 +148,7 @@ def test_killing_a_warm_task_cancels_its_jobs_and_keeps_the_pool(warm_pool_folde
     from airflow_provider_finegrained import warm
 
     write_dag_file("warm_killed.py", HEADER + KILLED)
-    pool = warm.ensure_started(_settings())
+    pool = warm.ensure_started(embedded_settings())
     log = tmp_path / "task.log"
     task = start_task_test("warm_killed", "spins", log)
     try:
