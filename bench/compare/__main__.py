@@ -44,6 +44,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep-repeats", type=int, default=1)
     parser.add_argument("--no-plan-scaling", action="store_true", help="skip the planner's scaling benchmark")
     parser.add_argument("--smoke", action="store_true", help="mark the results as a smoke run")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the reports from compare-results.json")
     return parser.parse_args(argv)
 
 
@@ -90,6 +91,10 @@ def run_one(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report_only:
+        rerender(args.results, args.image)
+        _quote_summary(args.results)
+        return 0
     variants = select(args.variants)
     work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-compare-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -135,13 +140,31 @@ def _run_all(
                 doc = build_doc(args, command, master, variants, runs, partitions_used)
                 write_all(doc, args.results, args.image)
     print(f"wrote {args.results}/compare-* and {args.image}")
-    if args.results.resolve() == RESULTS.resolve() and doc:  # the committed results: quote them in the docs
-        DOC.write_text(quote_in_doc(DOC.read_text(), (args.results / "compare-summary.md").read_text()))
-        print(f"updated {DOC}")
+    if doc:
+        _quote_summary(args.results)
     if not args.no_plan_scaling:
         subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
     bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]
     return 1 if bad else 0
+
+
+def summarize_runs(
+    runs: list[dict[str, Any]], variant_keys: list[str], smallest: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per scale: each variant's medians with ratios, and the targets (``smallest``: the smallest scale's key)."""
+    summary: dict[str, dict[str, Any]] = {}
+    target_checks: dict[str, Any] = {}
+    for key in dict.fromkeys(r["scale"] for r in runs):
+        scale_runs = [r for r in runs if r["scale"] == key]
+        by_variant = {
+            v: summarize([r for r in scale_runs if r["variant"] == v])
+            for v in variant_keys
+            if any(r["variant"] == v for r in scale_runs)
+        }
+        add_ratios(by_variant, BASELINE, ORACLE)
+        summary[key] = by_variant
+        target_checks[key] = targets(by_variant, smallest=key == smallest)
+    return summary, target_checks
 
 
 def build_doc(
@@ -153,19 +176,7 @@ def build_doc(
     partitions_used: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything the result files hold: machine, command, runs so far, medians, ratios and targets per scale."""
-    scales = list(dict.fromkeys(r["scale"] for r in runs))
-    summary: dict[str, dict[str, Any]] = {}
-    target_checks: dict[str, Any] = {}
-    for key in scales:
-        scale_runs = [r for r in runs if r["scale"] == key]
-        by_variant = {
-            v.key: summarize([r for r in scale_runs if r["variant"] == v.key])
-            for v in variants
-            if any(r["variant"] == v.key for r in scale_runs)
-        }
-        add_ratios(by_variant, BASELINE, ORACLE)
-        summary[key] = by_variant
-        target_checks[key] = targets(by_variant, smallest=key == oracle.scale_key(min(args.scales)))
+    summary, target_checks = summarize_runs(runs, [v.key for v in variants], oracle.scale_key(min(args.scales)))
     return {
         "smoke": is_smoke(args),
         "command": command,
@@ -179,6 +190,19 @@ def build_doc(
         "oracle_partitions": partitions_used,
         "runs": runs,
     }
+
+
+def rerender(results: Path, image: Path) -> None:
+    """Recompute medians, ratios and targets from the runs in ``compare-results.json`` and write every file again."""
+    doc = json.loads((results / "compare-results.json").read_text())
+    doc["summary"], doc["targets"] = summarize_runs(doc["runs"], list(doc["variants"]), doc["scales"][0])
+    write_all(doc, results, image)
+
+
+def _quote_summary(results: Path) -> None:
+    if results.resolve() == RESULTS.resolve():  # the committed results: quote them in the docs
+        DOC.write_text(quote_in_doc(DOC.read_text(), (results / "compare-summary.md").read_text()))
+        print(f"updated {DOC}")
 
 
 def _local_master() -> str:

@@ -102,7 +102,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
                 f"| {_ratio(s.get('task_cpu_s_vs_a'))} | {_fmt(s.get('tasks'), 0)} | {_fmt(s.get('process_cpu_s'))} "
                 f"| {_fmt(None if rss is None else rss / 2**20, 0)} | {_fmt(s.get('answers_identical'))} |"
             )
-    lines += ["", "Targets for the provider (c):", ""]
+    lines += ["", "Targets for the provider, cold (c) and warm (e):", ""]
     for scale, checks in doc.get("targets", {}).items():
         text = ", ".join(f"{name}: {_fmt(ok)}" for name, ok in checks.items())
         lines.append(f"- scale {scale}: {text}")

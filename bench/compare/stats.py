@@ -55,8 +55,11 @@ def _at_most(value: float | None, limit: float | None, factor: float = 1.0) -> b
     return value <= factor * limit
 
 
-def targets(by_variant: Mapping[str, Mapping[str, Any]], *, smallest: bool) -> dict[str, bool | None]:
-    """The issue's targets at one scale, for the provider (c); None where a variant they need is missing.
+def targets(
+    by_variant: Mapping[str, Mapping[str, Any]], *, smallest: bool, providers: tuple[str, ...] = ("c", "e")
+) -> dict[str, bool | None]:
+    """The issue's targets at one scale for each provider variant present (cold c, warm e); None where a
+    variant they compare with is missing.
 
     ``smallest``: whether this is the smallest scale (the 3x-faster-than-(a) target applies there only).
     CPU is Spark's task CPU (event logs); "fewer" is strict.
@@ -66,15 +69,16 @@ def targets(by_variant: Mapping[str, Mapping[str, Any]], *, smallest: bool) -> d
         value = by_variant.get(key, {}).get(metric)
         return None if value is None else float(value)
 
-    c_wall, c_cpu = get("c", "wall_s"), get("c", "task_cpu_s")
     out: dict[str, bool | None] = {}
-    if smallest:
-        a_wall = get("a", "wall_s")
-        out["c_3x_faster_than_a"] = _at_most(c_wall, None if a_wall is None else a_wall / 3)
-    out["c_not_slower_than_b"] = _at_most(c_wall, get("b", "wall_s"))
-    cpus = [get("a", "task_cpu_s"), get("b", "task_cpu_s")]
-    out["c_fewer_cpu_than_a_and_b"] = (
-        None if c_cpu is None or None in cpus else all(c_cpu < x for x in cpus if x is not None)
-    )
-    out["c_within_1.15x_of_oracle"] = _at_most(c_wall, get("oracle", "wall_s"), 1.15)
+    for p in (p for p in providers if p in by_variant):
+        p_wall, p_cpu = get(p, "wall_s"), get(p, "task_cpu_s")
+        if smallest:
+            a_wall = get("a", "wall_s")
+            out[f"{p}_3x_faster_than_a"] = _at_most(p_wall, None if a_wall is None else a_wall / 3)
+        out[f"{p}_not_slower_than_b"] = _at_most(p_wall, get("b", "wall_s"))
+        cpus = [get("a", "task_cpu_s"), get("b", "task_cpu_s")]
+        out[f"{p}_fewer_cpu_than_a_and_b"] = (
+            None if p_cpu is None or None in cpus else all(p_cpu < x for x in cpus if x is not None)
+        )
+        out[f"{p}_within_1.15x_of_oracle"] = _at_most(p_wall, get("oracle", "wall_s"), 1.15)
     return out
