@@ -255,6 +255,8 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
             "date": "today",
         },
         "repeats": 1,
+        "scales": ["0.01"],
+        "variants": {"a": "fixed", "c": "provider", "d": "provider, separate apps"},
         "summary": {"0.01": by_variant},
         "targets": {"0.01": targets(by_variant, smallest=True)},
         "oracle_partitions": {"0.01": (oracle.HAND_TUNED["0.01"], "table")},
