@@ -68,6 +68,7 @@ class Supervisor:
             "started_at": time.time(),
         }
         self.server: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = True
@@ -77,6 +78,8 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         write_state(self.folder, self.state)
         log = open(os.path.join(self.folder, SERVER_LOG), "ab")  # noqa: SIM115 - the server's whole life
+        # The log is appended to across restarts: this server's lines start here.
+        self._log_start = log.tell()
         parent = os.getpid()
         self.server = subprocess.Popen(
             self.spec["command"],
@@ -132,8 +135,9 @@ class Supervisor:
 
     def _ui_url(self) -> str | None:
         try:
-            with open(os.path.join(self.folder, SERVER_LOG), encoding="utf-8", errors="replace") as handle:
-                match = _UI_RE.search(handle.read())
+            with open(os.path.join(self.folder, SERVER_LOG), "rb") as handle:
+                handle.seek(self._log_start)
+                match = _UI_RE.search(handle.read().decode("utf-8", errors="replace"))
         except OSError:
             return None
         if match is None:
