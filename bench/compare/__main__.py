@@ -154,6 +154,7 @@ def summarize_runs(
     """Per scale: each variant's medians with ratios, and the targets (``smallest``: the smallest scale's key)."""
     summary: dict[str, dict[str, Any]] = {}
     target_checks: dict[str, Any] = {}
+    variant_keys = sorted(variant_keys, key=lambda k: list(VARIANTS).index(k) if k in VARIANTS else len(VARIANTS))
     for key in dict.fromkeys(r["scale"] for r in runs):
         scale_runs = [r for r in runs if r["scale"] == key]
         by_variant = {

@@ -155,7 +155,7 @@ def plot(doc: Mapping[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     scales = list(doc["summary"])
-    fig, axes = plt.subplots(2, len(scales), figsize=(4.2 * len(scales), 6.5), squeeze=False)
+    fig, axes = plt.subplots(2, len(scales), figsize=(max(4.2 * len(scales), 7.5), 6.5), squeeze=False)
     for col, scale in enumerate(scales):
         by_variant = doc["summary"][scale]
         keys = list(by_variant)
