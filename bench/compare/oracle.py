@@ -19,8 +19,8 @@ from bench.compare.pipeline import PIPELINED, STAGES
 
 SWEEP_CANDIDATES: Final = (1, 2, 4, 8, 16, 32)
 
-# Fallback when a scale has not been swept. 0.01 comes from the sweep in bench/results/compare-oracle-sweep.json;
-# 0.1 and 1 are provisional guesses (2 slots: little gain above 2-4 tasks) until a quiet-machine sweep.
+# Fallback when a scale has not been swept (the sweep file wins): provisional guesses until a quiet-machine sweep.
+# One task per stage at 0.01 (a few MB), the slot count (2) at 0.1, 4 for the joins at 1 (about 345 MB of tables).
 HAND_TUNED: Final[dict[str, dict[str, int]]] = {
     "0.01": dict.fromkeys(STAGES, 1),
     "0.1": dict.fromkeys(STAGES, 2),
