@@ -139,8 +139,8 @@ def _run_all(
                 # Written after every run, so a long run that stops early still leaves what it measured.
                 doc = build_doc(args, command, master, variants, runs, partitions_used)
                 write_all(doc, args.results, args.image)
-    print(f"wrote {args.results}/compare-* and {args.image}")
     if doc:
+        print(f"wrote {args.results}/compare-* and {args.image}")
         _quote_summary(args.results)
     if not args.no_plan_scaling:
         subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
