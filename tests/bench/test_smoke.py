@@ -1,4 +1,9 @@
-"""One run of every variant at scale factor 0.01: the harness end to end on real Spark and Airflow."""
+"""The harness end to end on real Spark and Airflow at scale factor 0.01: its two runners (spark-submit of the
+stage application, here the oracle's one application; the provider under `airflow dags test`, here warm).
+
+Every variant at once (about 31 Spark applications, half an hour on this machine) is the manual smoke run:
+`bash bench/compare.sh --scales 0.01 --repeats 1 --smoke --variants a b c d e oracle`.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +21,10 @@ from tests.tpch import reference
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.timeout(3600)  # six variants, 31 Spark applications and three Airflow runs on a shared machine
-def test_every_variant_runs_and_agrees(tmp_path: Path) -> None:
+@pytest.mark.timeout(1800)
+def test_both_runners_run_and_agree(tmp_path: Path) -> None:
     results, work = tmp_path / "results", tmp_path / "work"
-    argv = ["--scales", "0.01", "--repeats", "1", "--variants", "a", "b", "c", "d", "e", "oracle"]
+    argv = ["--scales", "0.01", "--repeats", "1", "--variants", "e", "oracle"]
     argv += ["--data", str(tmp_path / "data"), "--work", str(work), "--results", str(results)]
     argv += ["--image", str(tmp_path / "plot.png"), "--no-plan-scaling"]
     assert main(argv) == 0
@@ -27,25 +32,17 @@ def test_every_variant_runs_and_agrees(tmp_path: Path) -> None:
     doc = json.loads((results / "compare-results.json").read_text())
     assert doc["smoke"] is True
     runs = {r["variant"]: r for r in doc["runs"]}
-    assert set(runs) == {"a", "b", "c", "d", "e", "oracle"}
+    assert set(runs) == {"e", "oracle"}
     for key, run in runs.items():
         assert run["ok"] and run["answers_identical"], (key, run.get("error"), run.get("answer_differences"))
         assert set(run["stages"]) == set(STAGES), key
         assert run["tasks"] > 0 and run["task_cpu_s"] > 0 and run["peak_rss_bytes"] > 0, key
-    # One application per stage for the spark-submit baseline, one per region for the cold provider, one for the
-    # oracle, and the warm pool's one (started by this run).
-    assert {k: runs[k]["applications"] for k in runs} == {"a": 8, "b": 8, "c": 6, "d": 8, "e": 1, "oracle": 1}
-    # Fixed sizing really runs Spark's 200 shuffle partitions (AQE off): Q1's aggregation alone has 200 tasks.
-    assert runs["a"]["stages"]["q1_pricing_summary"]["tasks"] >= 200
-    assert runs["b"]["stages"]["q1_pricing_summary"]["tasks"] < 200  # AQE coalesces them
-    # The provider's own count of its stages' tasks agrees with the event logs.
-    for stage, values in runs["c"]["stages"].items():
-        assert values["tasks_from"] == "event log"
-        assert values["trace_tasks"]["tasks"] <= values["tasks"], stage
+    # One application for the oracle, and the warm pool's one (started by this run).
+    assert {k: runs[k]["applications"] for k in runs} == {"e": 1, "oracle": 1}
     assert sum(v["tasks"] for v in runs["e"]["stages"].values()) <= runs["e"]["tasks"]
     assert warm_pool_processes(work / "airflow-home") == []  # the harness stopped the pool it started
     summary = doc["summary"]["0.01"]
-    assert summary["a"]["wall_s_vs_a"] == 1.0 and summary["oracle"]["wall_s_vs_oracle"] == 1.0
+    assert summary["oracle"]["wall_s_vs_oracle"] == 1.0
     assert (results / "compare-summary.md").read_text().startswith("**Smoke run**")
     assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
     # And the answers are right, not only equal: the oracle's against pyarrow's.
