@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,13 @@ def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tpch-sf0.01")
     generate(0.01, out)
     return out
+
+
+@pytest.fixture(autouse=True)
+def _no_connect_client_left_behind() -> Iterator[None]:
+    """A test that opened a Spark Connect session leaves no Connect-client marks for the next test's classic
+    session (pyspark records them in os.environ)."""
+    from airflow_provider_finegrained.spark.submit import connect_client_env_restored
+
+    with connect_client_env_restored():
+        yield

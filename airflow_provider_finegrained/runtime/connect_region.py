@@ -20,6 +20,7 @@ from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
 from airflow_provider_finegrained.runtime.progress import connect_progress_lines
 from airflow_provider_finegrained.runtime.region_loop import run_stages
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
+from airflow_provider_finegrained.spark.submit import connect_client_env_restored
 
 # Spark Connect's errors for what needs the JVM of a classic driver (sparkContext, RDDs).
 _CLASSIC_ONLY = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED", "sparkContext", ".rdd")
@@ -113,7 +114,8 @@ class ConnectSessions:
 
 def run_region_warm(job: RegionJob, sessions: ConnectSessions) -> str | None:
     """Run ``job``'s stages in the pool; the stage that failed, or None."""
-    try:
-        return run_stages(job, sessions)
-    finally:
-        sessions.finish()
+    with connect_client_env_restored():
+        try:
+            return run_stages(job, sessions)
+        finally:
+            sessions.finish()

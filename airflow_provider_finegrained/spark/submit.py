@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 
@@ -272,6 +273,24 @@ CONNECT_CLIENT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL
 def without_connect_client(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without the variables that make pyspark a Spark Connect client."""
     return {k: v for k, v in env.items() if k not in CONNECT_CLIENT_ENV}
+
+
+@contextlib.contextmanager
+def connect_client_env_restored() -> Iterator[None]:
+    """Undo, on leaving, pyspark's marking of this process as a Spark Connect client.
+
+    Left set, a later classic ``SparkSession.builder.getOrCreate()`` in the same process (another task
+    of ``dag.test()``, a user's own code) would look for a Connect server instead.
+    """
+    saved = {key: os.environ.get(key) for key in CONNECT_CLIENT_ENV}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def is_secret_key(key: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from airflow_provider_finegrained.spark.submit import connect_client_env_restored
 from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
 
 
@@ -36,6 +37,11 @@ def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True) -> Non
         channel.close()
     if not query:
         return
+    with connect_client_env_restored():
+        _query(url)
+
+
+def _query(url: str) -> None:
     from pyspark.sql import SparkSession
 
     try:

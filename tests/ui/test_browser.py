@@ -165,6 +165,9 @@ def test_connection_form_shows_every_field(browser: Any, api_server: Server, scr
     extra = browser.find_element(_by("XPATH"), "//button[contains(normalize-space(.), 'Extra Fields')]")
     browser.execute_script("arguments[0].scrollIntoView()", extra)
     extra.click()
+    # The extra fields render after the click: on a loaded machine, wait for the last one's label.
+    last = FIELDS[-1].label
+    _wait(browser, ec.presence_of_element_located((_by("XPATH"), f"//*[normalize-space(text())='{last}']")))
     text = browser.find_element(_by("TAG_NAME"), "body").text
     suggested = []
     for field in FIELDS:

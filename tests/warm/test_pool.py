@@ -72,7 +72,7 @@ def test_an_unreachable_server_gives_a_clear_error(tmp_path: Path) -> None:
     url = f"sc://127.0.0.1:{free_port()}"
     with pytest.raises(WarmPoolUnavailable, match=rf"server at {url} is unreachable: no gRPC channel"):
         pool_for(small_settings(tmp_path, warm_pool=url))
-    assert pool_for(small_settings(tmp_path)) is None  # warm_pool "off"
+    assert pool_for(small_settings(tmp_path, warm_pool="off")) is None
 
 
 def test_an_external_server_is_checked_and_never_leased(shared_pool: WarmPool, tmp_path: Path) -> None:
