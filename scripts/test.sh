@@ -13,4 +13,5 @@ echo "== mypy"
 mypy
 echo "== pytest"
 bash scripts/install_browser.sh
+python -m tests.jvm_start  # a class-data archive for the tests' Spark JVMs (tests/jvm_start.py)
 python -m pytest "$@"

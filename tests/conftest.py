@@ -24,6 +24,14 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 # The embedded default runs regions warm; the suite tests the cold path (a spark-submit per region)
 # unless a test asks for the warm pool (tests/e2e/test_warm.py, tests/warm).
 os.environ.setdefault("AIRFLOW__FINEGRAINED__WARM_POOL", "off")
+# Every JVM the tests start (and the JVMs those start) begins faster: see tests/jvm_start.py.
+if "JAVA_TOOL_OPTIONS" not in os.environ:
+    from tests.jvm_start import archive_path, java_tool_options
+
+    try:
+        os.environ["JAVA_TOOL_OPTIONS"] = java_tool_options(archive_path())
+    except OSError:  # no Java yet: the tests that need it say so themselves
+        pass
 
 REPO = Path(__file__).resolve().parent.parent
 
