@@ -7,7 +7,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,10 +30,8 @@ os.environ.setdefault("AIRFLOW__FINEGRAINED__WARM_POOL", "off")
 if "JAVA_TOOL_OPTIONS" not in os.environ:
     from tests.jvm_start import archive_path, java_tool_options
 
-    try:
+    with suppress(OSError):  # no Java yet: the tests that need it say so themselves
         os.environ["JAVA_TOOL_OPTIONS"] = java_tool_options(archive_path())
-    except OSError:  # no Java yet: the tests that need it say so themselves
-        pass
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,3 +62,49 @@ def _no_connect_client_left_behind() -> Iterator[None]:
 
     with connect_client_env_restored():
         yield
+
+
+WARM_ENV = {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "3600"}
+
+
+def embedded_settings() -> Any:
+    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+
+    return FineGrainedSparkHook().get_settings()
+
+
+@contextmanager
+def warm_embedded_default() -> Iterator[None]:
+    """The embedded default in warm mode while inside; the environment as it was after."""
+    saved = {k: os.environ.get(k) for k in WARM_ENV}
+    os.environ.update(WARM_ENV)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def _embedded_warm_pool(airflow_db: None) -> Iterator[str]:
+    """The embedded default's pool folder, shared by every module that runs warm (a pool start costs a
+    Spark application's start-up); the pool is stopped, and checked gone, when the session ends."""
+    from airflow_provider_finegrained import warm
+
+    with warm_embedded_default():
+        folder = warm.auto_folder(embedded_settings())
+    try:
+        yield folder
+    finally:
+        warm.stop(folder)
+        assert warm.status(folder) is None
+
+
+@pytest.fixture(scope="module")
+def warm_pool_folder(_embedded_warm_pool: str) -> Iterator[str]:
+    """Warm mode for the embedded default in this module; its pool starts with the first warm region."""
+    with warm_embedded_default():
+        yield _embedded_warm_pool

@@ -27,7 +27,7 @@ from airflow_provider_finegrained.operators.links import (
     driver_ui_from_line,
     spark_ui_targets,
 )
-from tests.e2e.conftest import _install_examples, load_dag
+from tests.e2e.conftest import _install_examples, load_dag, run_xcoms
 
 
 def settings(host: str, **extra: Any) -> ConnectionSettings:
@@ -155,15 +155,6 @@ def test_link_identity() -> None:
 # -- real runs --------------------------------------------------------------------------------------------------
 
 
-def run_xcoms(dag_id: str, run_id: str, key: str) -> dict[str, Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows: list[Any] = list(session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, key=key)))
-        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
-
-
 @pytest.fixture
 def examples(airflow_db: None) -> Path:
     return _install_examples()
@@ -228,23 +219,6 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what} after {timeout_s:g} s")
         time.sleep(0.5)
-
-
-@pytest.mark.slow
-def test_hello_stages_links_without_a_history_server(examples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The embedded default: local Spark and no history server. The applications have ended when the link is
-    # computed and nothing keeps their UI: the link is empty, but each stage records its application.
-    monkeypatch.delenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", raising=False)
-    dag = load_dag(examples / "hello_stages.py", "hello_stages")
-    run = dag.test()
-    assert run.state == "success"
-    targets = run_xcoms("hello_stages", run.run_id, SPARK_UI_KEY)
-    links = run_xcoms("hello_stages", run.run_id, SparkUILink().xcom_key)
-    assert set(targets) == set(links) == {"numbers", "squares"}
-    ids = {t: v["application_id"] for t, v in targets.items()}
-    assert all(i.startswith("local-") for i in ids.values()) and ids["numbers"] != ids["squares"]
-    assert all(v["history_url"] is None and v["cluster_app_url"] is None for v in targets.values())
-    assert links == {"numbers": "", "squares": ""}
 
 
 @pytest.mark.slow

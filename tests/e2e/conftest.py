@@ -68,30 +68,11 @@ def start_task_test(dag_id: str, task_id: str, log: Path) -> subprocess.Popen[by
         )
 
 
-WARM_ENV = {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "900"}
+def run_xcoms(dag_id: str, run_id: str, key: str) -> dict[str, Any]:
+    """Every task's XCom value under ``key`` in one DAG run, by task id."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
 
-
-def embedded_settings() -> Any:
-    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
-
-    return FineGrainedSparkHook().get_settings()
-
-
-@pytest.fixture(scope="module")
-def warm_pool_folder(airflow_db: None) -> Iterator[str]:
-    """Warm mode for the embedded default in this module; the pool is stopped, and checked gone, at its end."""
-    from airflow_provider_finegrained import warm
-
-    saved = {k: os.environ.get(k) for k in WARM_ENV}
-    os.environ.update(WARM_ENV)
-    folder = warm.auto_folder(embedded_settings())
-    try:
-        yield folder
-    finally:
-        warm.stop(folder)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        assert warm.status(folder) is None
+    with create_session() as session:
+        rows: list[Any] = list(session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id, key=key)))
+        return {row.task_id: XComModel.deserialize_value(row) for row in rows}

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from tests.e2e.conftest import load_dag
+from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink
+from tests.e2e.conftest import load_dag, run_xcoms
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +42,14 @@ def test_hello_stages_runs_and_publishes(examples: Path) -> None:
     assert tasks["executors"] == ["driver"]
     ran = [s for s in tasks["spark_stages"] if s["status"] == "COMPLETE"]
     assert ran and sum(s["per_executor"].get("driver", 0) for s in ran) == sum(s["tasks"] for s in ran)
+    # The "Spark UI" link: the embedded default has no history server and the applications have ended when
+    # the link is computed, with nothing keeping their UI: the link is empty, but each stage records its
+    # own application (tests/test_links.py has the run with a history server).
+    targets = run_xcoms("hello_stages", run.run_id, SPARK_UI_KEY)
+    links = run_xcoms("hello_stages", run.run_id, SparkUILink().xcom_key)
+    assert set(targets) == set(links) == {"numbers", "squares"}
+    ids = {t: v["application_id"] for t, v in targets.items()}
+    assert all(i.startswith("local-") for i in ids.values()) and ids["numbers"] != ids["squares"]
+    assert ids["squares"] == squares["trace"]["application_id"]
+    assert all(v["history_url"] is None and v["cluster_app_url"] is None for v in targets.values())
+    assert links == {"numbers": "", "squares": ""}

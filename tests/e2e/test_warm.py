@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from tests.e2e.conftest import embedded_settings, load_dag, start_task_test, write_dag_file
+from tests.conftest import embedded_settings
+from tests.e2e.conftest import load_dag, start_task_test, write_dag_file
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, warm_embedded_default
 from tests.ui.dag_text import DAG_FILE, DAG_ID, DAG_TEXT
 
 ROWS = (2_000, 20_000, 200_000)
@@ -39,21 +39,23 @@ CHROMIUM_FLAGS = (
 
 
 @pytest.fixture(scope="module")
-def sized_runs(airflow_db: None) -> list[str]:
-    """Run the DAG once per row count (real Spark); a small bytes-per-task makes parallelism follow."""
+def sized_runs(_embedded_warm_pool: str) -> list[str]:
+    """Run the DAG once per row count (real Spark, the embedded default's warm pool: a region's start-up is
+    not what these tests look at); a small bytes-per-task makes parallelism follow."""
     from tests.e2e.conftest import load_dag, write_dag_file
 
     key = "AIRFLOW__FINEGRAINED__AVG_BYTES_PER_TASK"
     before = os.environ.get(key)
     os.environ[key] = "256k"
     try:
-        dag = load_dag(write_dag_file(DAG_FILE, DAG_TEXT), DAG_ID)
-        run_ids = []
-        for rows in ROWS:
-            run = dag.test(run_conf={"rows": rows})
-            assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
-            run_ids.append(run.run_id)
-        return run_ids
+        with warm_embedded_default():
+            dag = load_dag(write_dag_file(DAG_FILE, DAG_TEXT), DAG_ID)
+            run_ids = []
+            for rows in ROWS:
+                run = dag.test(run_conf={"rows": rows})
+                assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
+                run_ids.append(run.run_id)
+            return run_ids
     finally:
         if before is None:
             os.environ.pop(key, None)
