@@ -505,7 +505,7 @@ class RegionRunner:
     def _run_warm(self, job: RegionJob, pool: Any) -> SubmitResult:
         from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
 
-        sessions = ConnectSessions(pool.url, pool.ui_url)
+        sessions = ConnectSessions(pool.url, pool.ui_url, own_pool=pool.folder is not None)
         self._warm = sessions
         if self._killed:
             raise RuntimeError(f"region {self.region} was killed before it started")

@@ -20,7 +20,7 @@ from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
 from airflow_provider_finegrained.runtime.progress import connect_progress_lines
 from airflow_provider_finegrained.runtime.region_loop import run_stages
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
-from airflow_provider_finegrained.spark.submit import connect_client_env_restored
+from airflow_provider_finegrained.spark.submit import CONNECT_TOKEN_ENV, connect_client_env_restored
 
 # Spark Connect's errors for what needs the JVM of a classic driver (sparkContext, RDDs).
 _CLASSIC_ONLY = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED", "sparkContext", ".rdd")
@@ -29,9 +29,10 @@ _CLASSIC_ONLY = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED", "sparkContext
 class ConnectSessions:
     """Spark Connect sessions on ``url``, one per stage (see :class:`region_loop.Sessions`)."""
 
-    def __init__(self, url: str, ui_url: str | None = None) -> None:
+    def __init__(self, url: str, ui_url: str | None = None, *, own_pool: bool = False) -> None:
         self.url = url
         self.ui_url = ui_url
+        self.own_pool = own_pool  # a pool this provider started: no authentication
         self.application_id = ""
         self.session_ids: dict[str, str] = {}
         self._views: dict[str, str] = {}
@@ -114,7 +115,7 @@ class ConnectSessions:
 
 def run_region_warm(job: RegionJob, sessions: ConnectSessions) -> str | None:
     """Run ``job``'s stages in the pool; the stage that failed, or None."""
-    with connect_client_env_restored():
+    with connect_client_env_restored(unset=CONNECT_TOKEN_ENV if sessions.own_pool else ()):
         try:
             return run_stages(job, sessions)
         finally:

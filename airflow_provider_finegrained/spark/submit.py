@@ -267,7 +267,12 @@ def build_spark_submit_env(
 
 # pyspark sets these in os.environ once a process has opened a Spark Connect session (a warm region):
 # inherited by a spark-submit, they turn its classic driver into a Connect client with no server.
-CONNECT_CLIENT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+# pyspark also sets this one when it starts a local Connect server itself (``remote("local")``): a client
+# that sees it sends the token, which makes it speak TLS to any host but "localhost", so a pool without
+# authentication on 127.0.0.1 never answers it (the client retries for minutes); a server that inherits
+# it demands the token.
+CONNECT_TOKEN_ENV = ("SPARK_CONNECT_AUTHENTICATE_TOKEN",)
+CONNECT_CLIENT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE", *CONNECT_TOKEN_ENV)
 
 
 def without_connect_client(env: Mapping[str, str]) -> dict[str, str]:
@@ -276,13 +281,16 @@ def without_connect_client(env: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def connect_client_env_restored() -> Iterator[None]:
+def connect_client_env_restored(*, unset: Sequence[str] = ()) -> Iterator[None]:
     """Undo, on leaving, pyspark's marking of this process as a Spark Connect client.
 
     Left set, a later classic ``SparkSession.builder.getOrCreate()`` in the same process (another task
-    of ``dag.test()``, a user's own code) would look for a Connect server instead.
+    of ``dag.test()``, a user's own code) would look for a Connect server instead. ``unset`` names
+    variables to remove while inside (``CONNECT_TOKEN_ENV`` for a pool without authentication).
     """
     saved = {key: os.environ.get(key) for key in CONNECT_CLIENT_ENV}
+    for key in unset:
+        os.environ.pop(key, None)
     try:
         yield
     finally:

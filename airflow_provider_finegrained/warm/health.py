@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from airflow_provider_finegrained.spark.submit import connect_client_env_restored
+from airflow_provider_finegrained.spark.submit import CONNECT_TOKEN_ENV, connect_client_env_restored
 from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
 
 
@@ -16,12 +16,13 @@ def grpc_target(url: str) -> str:
     return f"{parts.hostname}:{parts.port or 15002}"
 
 
-def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True) -> None:
+def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True, own_pool: bool = False) -> None:
     """Raise WarmPoolUnavailable (naming `url` and what failed) unless the server answers a trivial query.
 
     The channel must be ready within `timeout_s`; then ``spark.range(1).count()`` runs in a fresh
     Connect session, which is released afterwards. ``query=False`` checks the channel only: enough for
     a pool this provider started and already saw answer, and it keeps a warm stage's start short.
+    ``own_pool``: a pool this provider started (no authentication; see ``CONNECT_TOKEN_ENV``).
     """
     import grpc  # type: ignore[import-untyped, unused-ignore]
 
@@ -37,7 +38,7 @@ def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True) -> Non
         channel.close()
     if not query:
         return
-    with connect_client_env_restored():
+    with connect_client_env_restored(unset=CONNECT_TOKEN_ENV if own_pool else ()):
         _query(url)
 
 

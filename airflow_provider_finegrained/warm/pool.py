@@ -207,7 +207,7 @@ def _start(
             phase = None if state is None or state.get("supervisor_pid") != supervisor.pid else state.get("phase")
             if phase == "running" and state is not None:
                 pool = pool_from_state(folder, state)
-                check_health(pool.url, health_timeout_s)
+                check_health(pool.url, health_timeout_s, own_pool=True)
                 touch_last_used(folder)
                 log.info("Warm pool started at %s in %.1f s (%s)", pool.url, time.monotonic() - began, folder)
                 return pool

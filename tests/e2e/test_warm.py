@@ -174,3 +174,24 @@ def test_killing_a_warm_task_cancels_its_jobs_and_keeps_the_pool(warm_pool_folde
     assert warm.status(warm_pool_folder)["url"] == pool.url
     storage = Path(os.environ["AIRFLOW_HOME"]) / "finegrained" / "storage" / "warm_killed"
     assert not list(storage.glob("*/spins/try=*")), "a killed try must publish nothing"
+
+
+ONE_STAGE = """
+def numbers(spark):
+    return spark.range(0, 100)
+
+with DAG("warm_token_left", schedule=None, start_date=START):
+    Stage(task_id="numbers", python_callable=numbers)
+"""
+
+
+def test_a_connect_token_left_in_the_environment_does_not_lock_the_region_out_of_its_pool(
+    warm_pool_folder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyspark sets this when a process starts a local Connect server of its own (remote("local")); seen
+    # by a client, it makes it speak TLS to our pool on 127.0.0.1, which never answers.
+    monkeypatch.setenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", "left-by-pyspark")
+    _, states, results = run("warm_token_left", ONE_STAGE)
+    assert states == {"numbers": "success"}, states
+    assert results["numbers"]["trace"]["execution"]["mode"] == "warm"
+    assert os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == "left-by-pyspark"  # the process's own, restored
