@@ -7,6 +7,7 @@ refreshes the docs) or a temporary folder.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -165,16 +166,21 @@ def test_connection_form_shows_every_field(browser: Any, api_server: Server, scr
     extra = browser.find_element(_by("XPATH"), "//button[contains(normalize-space(.), 'Extra Fields')]")
     browser.execute_script("arguments[0].scrollIntoView()", extra)
     extra.click()
-    # The extra fields render after the click: on a loaded machine, wait for the last one's label.
-    last = FIELDS[-1].label
-    _wait(browser, ec.presence_of_element_located((_by("XPATH"), f"//*[normalize-space(text())='{last}']")))
-    text = browser.find_element(_by("TAG_NAME"), "body").text
+    # The extra fields render bit by bit after the click (labels before descriptions): wait until every
+    # field's label and the start of its description are on the page.
+    extras = [f for f in FIELDS if f.name not in ("master", "spark_auth_secret")]
+    expected = {f.name: (f.label, f.description.split(". ")[0].split(" (")[0][:40]) for f in extras}
+
+    def missing() -> list[str]:
+        text = browser.find_element(_by("TAG_NAME"), "body").text
+        return [name for name, snippets in expected.items() if not all(s in text for s in snippets)]
+
+    deadline = time.monotonic() + 60
+    while missing() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not missing(), f"fields without their label or description: {missing()}"
     suggested = []
-    for field in FIELDS:
-        if field.name in ("master", "spark_auth_secret"):
-            continue
-        assert field.label in text, field.name
-        assert field.description.split(". ")[0].split(" (")[0][:40] in text, field.name
+    for field in extras:
         # The JSON editor of an object field carries the id, the other inputs the name.
         selector = f"[name='element_{field.name}'], #element_{field.name}"
         assert browser.find_elements(_by("CSS_SELECTOR"), selector), field.name
