@@ -76,16 +76,11 @@ def embedded_settings() -> Any:
 @contextmanager
 def warm_embedded_default() -> Iterator[None]:
     """The embedded default in warm mode while inside; the environment as it was after."""
-    saved = {k: os.environ.get(k) for k in WARM_ENV}
-    os.environ.update(WARM_ENV)
-    try:
+    from airflow_provider_finegrained.spark.submit import environ_restored
+
+    with environ_restored(WARM_ENV):
+        os.environ.update(WARM_ENV)
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import glob
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 
@@ -281,16 +281,9 @@ def without_connect_client(env: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def connect_client_env_restored(*, unset: Sequence[str] = ()) -> Iterator[None]:
-    """Undo, on leaving, pyspark's marking of this process as a Spark Connect client.
-
-    Left set, a later classic ``SparkSession.builder.getOrCreate()`` in the same process (another task
-    of ``dag.test()``, a user's own code) would look for a Connect server instead. ``unset`` names
-    variables to remove while inside (``CONNECT_TOKEN_ENV`` for a pool without authentication).
-    """
-    saved = {key: os.environ.get(key) for key in CONNECT_CLIENT_ENV}
-    for key in unset:
-        os.environ.pop(key, None)
+def environ_restored(keys: Iterable[str]) -> Iterator[None]:
+    """On leaving, ``keys`` in ``os.environ`` as they were on entering: set again, or removed."""
+    saved = {key: os.environ.get(key) for key in keys}
     try:
         yield
     finally:
@@ -299,6 +292,20 @@ def connect_client_env_restored(*, unset: Sequence[str] = ()) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def connect_client_env_restored(*, unset: Sequence[str] = ()) -> Iterator[None]:
+    """Undo, on leaving, pyspark's marking of this process as a Spark Connect client.
+
+    Left set, a later classic ``SparkSession.builder.getOrCreate()`` in the same process (another task
+    of ``dag.test()``, a user's own code) would look for a Connect server instead. ``unset`` names
+    variables to remove while inside (``CONNECT_TOKEN_ENV`` for a pool without authentication).
+    """
+    with environ_restored(CONNECT_CLIENT_ENV):
+        for key in unset:
+            os.environ.pop(key, None)
+        yield
 
 
 def is_secret_key(key: str) -> bool:

@@ -42,25 +42,19 @@ CHROMIUM_FLAGS = (
 def sized_runs(_embedded_warm_pool: str) -> list[str]:
     """Run the DAG once per row count (real Spark, the embedded default's warm pool: a region's start-up is
     not what these tests look at); a small bytes-per-task makes parallelism follow."""
+    from airflow_provider_finegrained.spark.submit import environ_restored
     from tests.e2e.conftest import load_dag, write_dag_file
 
     key = "AIRFLOW__FINEGRAINED__AVG_BYTES_PER_TASK"
-    before = os.environ.get(key)
-    os.environ[key] = "256k"
-    try:
-        with warm_embedded_default():
-            dag = load_dag(write_dag_file(DAG_FILE, DAG_TEXT), DAG_ID)
-            run_ids = []
-            for rows in ROWS:
-                run = dag.test(run_conf={"rows": rows})
-                assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
-                run_ids.append(run.run_id)
-            return run_ids
-    finally:
-        if before is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = before
+    with environ_restored([key]), warm_embedded_default():
+        os.environ[key] = "256k"
+        dag = load_dag(write_dag_file(DAG_FILE, DAG_TEXT), DAG_ID)
+        run_ids = []
+        for rows in ROWS:
+            run = dag.test(run_conf={"rows": rows})
+            assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
+            run_ids.append(run.run_id)
+        return run_ids
 
 
 def free_port() -> int:
