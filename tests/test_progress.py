@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from airflow_provider_finegrained.runtime.progress import (
     connect_progress_lines,
     progress_lines,
 )
+from airflow_provider_finegrained.spark.submit import CONNECT_CLIENT_ENV, environ_restored
 
 MiB = 2**20
 
@@ -198,19 +198,17 @@ def connect_spark(classic_spark: Any) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     classic_spark.stop()
-    before = {k: os.environ.get(k) for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")}
-    spark = (
-        SparkSession.builder.remote("local[2]").config("spark.connect.progress.reportInterval", "200ms").getOrCreate()
-    )
-    try:
-        yield spark
-    finally:
-        spark.stop()
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    # pyspark marks this process as a Connect client and leaves its local server's token in os.environ.
+    with environ_restored(CONNECT_CLIENT_ENV):
+        spark = (
+            SparkSession.builder.remote("local[2]")
+            .config("spark.connect.progress.reportInterval", "200ms")
+            .getOrCreate()
+        )
+        try:
+            yield spark
+        finally:
+            spark.stop()
 
 
 @pytest.mark.slow
