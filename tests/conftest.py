@@ -28,9 +28,10 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 os.environ.setdefault("AIRFLOW__FINEGRAINED__WARM_POOL", "off")
 # Every JVM the tests start (and the JVMs those start) begins faster: see tests/jvm_start.py.
 if "JAVA_TOOL_OPTIONS" not in os.environ:
+    from airflow_provider_finegrained.spark.java import SparkEnvironmentError
     from tests.jvm_start import archive_path, java_tool_options
 
-    with suppress(OSError):  # no Java yet: the tests that need it say so themselves
+    with suppress(OSError, SparkEnvironmentError):  # no Java or Spark yet: the tests that need them say so
         os.environ["JAVA_TOOL_OPTIONS"] = java_tool_options(archive_path())
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,8 +10,10 @@ Every test JVM (spark-submit drivers, executors, the standalone daemons, the war
   ``Client`` exit with its usage text before doing anything.)
 
 On this 2-core machine a trivial ``spark-submit`` took 20.5 s wall / 32 s CPU without them and 10.5 s /
-12 s with them. They change how fast the JVM starts, not what Spark computes. A JVM whose class path
-differs from the archive's (the launcher, a worker) ignores the archive silently (``-Xshare:auto``).
+12 s with them (quiet machine, three runs each of ``/usr/bin/time spark-submit --master 'local[2]'
+app.py`` with ``app.py`` a 1000-row group-by, without and with ``JAVA_TOOL_OPTIONS`` set as below).
+They change how fast the JVM starts, not what Spark computes. A JVM whose class path differs from the
+archive's (the launcher, a worker) ignores the archive silently (``-Xshare:auto``).
 The benchmarks (``bench/``) do not use them.
 """
 
@@ -24,6 +26,8 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+
+from airflow_provider_finegrained.spark.submit import spark_home, spark_submit_path
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache" / "spark-cds"
@@ -44,12 +48,6 @@ _WARM_UP = textwrap.dedent(
     spark.stop()
     """
 )
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
 
 
 def archive_path() -> Path:
@@ -73,7 +71,7 @@ def _plain_env() -> dict[str, str]:
 
 
 def make_archive() -> Path:
-    """Run a small application once with ``-XX:ArchiveClassesAtExit`` (about 40 s); idempotent."""
+    """Run a small application once with ``-XX:ArchiveClassesAtExit`` (about 50 s); idempotent."""
     target = archive_path()
     if target.is_file():
         return target
@@ -85,7 +83,7 @@ def make_archive() -> Path:
         env = _plain_env() | {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         subprocess.run(
             [
-                str(spark_home() / "bin" / "spark-submit"),
+                spark_submit_path(),
                 "--master",
                 "local[2]",
                 "--conf",
