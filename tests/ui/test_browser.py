@@ -7,7 +7,7 @@ refreshes the docs) or a temporary folder.
 
 from __future__ import annotations
 
-import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -146,6 +146,7 @@ def test_history_page_has_a_point_per_run(
 
 
 def test_connection_form_shows_every_field(browser: Any, api_server: Server, screenshots: Path) -> None:
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
 
@@ -175,9 +176,8 @@ def test_connection_form_shows_every_field(browser: Any, api_server: Server, scr
         text = browser.find_element(_by("TAG_NAME"), "body").text
         return [name for name, snippets in expected.items() if not all(s in text for s in snippets)]
 
-    deadline = time.monotonic() + 60
-    while missing() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    with suppress(TimeoutException):
+        _wait(browser, lambda _driver: not missing())
     assert not missing(), f"fields without their label or description: {missing()}"
     suggested = []
     for field in extras:
