@@ -149,6 +149,7 @@ def _run(variant: str, wall: float, cpu: float, ok: bool = True) -> dict[str, An
         "variant": variant,
         "ok": ok,
         "wall_s": wall,
+        "pipeline_s": wall * 0.8,
         "apps_wall_s": wall,
         "task_cpu_s": cpu,
         "process_cpu_s": cpu * 2,
@@ -261,10 +262,13 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
         "targets": {"0.01": targets(by_variant, smallest=True)},
         "oracle_partitions": {"0.01": (oracle.HAND_TUNED["0.01"], "table")},
         "runs": runs,
+        "warm_pool_start_s": 27.34,
     }
     text = summary_markdown(doc)
     assert text.startswith("**Smoke run**")
-    assert "| 0.01 | (c) provider | 30.0 | 0.33x | - | 30.0 | 10.0 | 0.33x | 10 |" in text
+    # wall, vs (a), vs oracle, pipeline, vs (a), in spark-submit, task CPU, vs (a), tasks
+    assert "| 0.01 | (c) provider | 30.0 | 0.33x | - | 24.0 | 0.33x | 30.0 | 10.0 | 0.33x | 10 |" in text
+    assert "warm pool (e) was started before the runs, in 27.3 s" in text
     assert "c_3x_faster_than_a: yes" in text
     assert "(d) repeat 1: VariantFailed: boom" in text
     paths = write_all(doc, tmp_path / "results", tmp_path / "img" / "bench-compare.png")

@@ -37,8 +37,11 @@ def test_both_runners_run_and_agree(tmp_path: Path) -> None:
         assert run["ok"] and run["answers_identical"], (key, run.get("error"), run.get("answer_differences"))
         assert set(run["stages"]) == set(STAGES), key
         assert run["tasks"] > 0 and run["task_cpu_s"] > 0 and run["peak_rss_bytes"] > 0, key
-    # One application for the oracle, and the warm pool's one (started by this run).
+    # One application for the oracle, and the warm pool's one (started before the runs, timed apart).
     assert {k: runs[k]["applications"] for k in runs} == {"e": 1, "oracle": 1}
+    assert 0 < doc["warm_pool_start_s"] < 600
+    assert "pipeline_s" in runs["e"] and 0 < runs["e"]["pipeline_s"] < runs["e"]["wall_s"]
+    assert runs["oracle"]["pipeline_s"] == runs["oracle"]["wall_s"]
     assert sum(v["tasks"] for v in runs["e"]["stages"].values()) <= runs["e"]["tasks"]
     assert warm_pool_processes(work / "airflow-home") == []  # the harness stopped the pool it started
     summary = doc["summary"]["0.01"]
