@@ -164,18 +164,19 @@ def stage_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plot(doc: Mapping[str, Any], path: Path) -> None:
-    """Per scale, bars of end-to-end seconds and task CPU seconds per variant (medians)."""
+    """Per scale, bars of end-to-end, pipeline and task CPU seconds per variant (medians)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     scales = list(doc["summary"])
-    fig, axes = plt.subplots(2, len(scales), figsize=(max(4.2 * len(scales), 7.5), 6.5), squeeze=False)
+    rows = (("wall_s", "end-to-end (s)"), ("pipeline_s", "pipeline (s)"), ("task_cpu_s", "Spark task CPU (s)"))
+    fig, axes = plt.subplots(len(rows), len(scales), figsize=(max(4.2 * len(scales), 7.5), 9), squeeze=False)
     for col, scale in enumerate(scales):
         by_variant = doc["summary"][scale]
         keys = list(by_variant)
-        for row, (metric, title) in enumerate((("wall_s", "end-to-end (s)"), ("task_cpu_s", "Spark task CPU (s)"))):
+        for row, (metric, title) in enumerate(rows):
             ax = axes[row][col]
             values = [by_variant[k].get(metric) or 0.0 for k in keys]
             bars = ax.bar(keys, values, color=["#c44e52" if k == "a" else "#4c72b0" for k in keys])

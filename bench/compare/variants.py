@@ -47,8 +47,8 @@ VARIANTS: Final[dict[str, Variant]] = {
             conf={"spark.sql.shuffle.partitions": "200", "spark.sql.adaptive.enabled": "true"},
         ),
         # Cold: a spark-submit per region (the embedded default runs warm unless told otherwise).
-        Variant("c", "provider", "provider", env=dict(_COLD)),
-        Variant("d", "provider, separate apps", "provider", blocking=True, env=dict(_COLD)),
+        Variant("c", "provider, cold", "provider", env=dict(_COLD)),
+        Variant("d", "provider, cold, separate apps", "provider", blocking=True, env=dict(_COLD)),
         Variant(
             "oracle",
             "oracle (one app, hand-tuned)",

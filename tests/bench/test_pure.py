@@ -257,7 +257,7 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
         },
         "repeats": 1,
         "scales": ["0.01"],
-        "variants": {"a": "fixed", "c": "provider", "d": "provider, separate apps"},
+        "variants": {"a": "fixed", "c": "provider, cold", "d": "provider, cold, separate apps"},
         "summary": {"0.01": by_variant},
         "targets": {"0.01": targets(by_variant, smallest=True)},
         "oracle_partitions": {"0.01": (oracle.HAND_TUNED["0.01"], "table")},
@@ -267,7 +267,7 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
     text = summary_markdown(doc)
     assert text.startswith("**Smoke run**")
     # wall, vs (a), vs oracle, pipeline, vs (a), in spark-submit, task CPU, vs (a), tasks
-    assert "| 0.01 | (c) provider | 30.0 | 0.33x | - | 24.0 | 0.33x | 30.0 | 10.0 | 0.33x | 10 |" in text
+    assert "| 0.01 | (c) provider, cold | 30.0 | 0.33x | - | 24.0 | 0.33x | 30.0 | 10.0 | 0.33x | 10 |" in text
     assert "warm pool (e) was started before the runs, in 27.3 s" in text
     assert "c_3x_faster_than_a: yes" in text
     assert "(d) repeat 1: VariantFailed: boom" in text
