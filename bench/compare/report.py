@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.compare.stats import SUMMARY_METRICS
 from bench.compare.variants import VARIANTS
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -20,14 +21,8 @@ RUN_COLUMNS: tuple[str, ...] = (
     "variant",
     "repeat",
     "ok",
-    "wall_s",
-    "pipeline_s",
-    "apps_wall_s",
-    "task_cpu_s",
-    "process_cpu_s",
-    "tasks",
+    *SUMMARY_METRICS,
     "applications",
-    "peak_rss_bytes",
     "answers_identical",
     "error",
 )
