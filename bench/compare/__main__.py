@@ -22,7 +22,7 @@ from bench.compare.answers import Rows, compare_answers
 from bench.compare.pipeline import STAGES
 from bench.compare.report import machine_info, quote_in_doc, write_all
 from bench.compare.runners import REPO, Setup, prepare_airflow, run_variant, start_warm_pool, stop_warm_pools
-from bench.compare.stats import add_ratios, summarize, targets
+from bench.compare.stats import TIME_METRICS, add_ratios, summarize, targets
 from bench.compare.variants import BASELINE, ORACLE, VARIANTS, Variant, select
 
 RESULTS = REPO / "bench" / "results"
@@ -171,7 +171,7 @@ def summarize_runs(
         }
         add_ratios(by_variant, BASELINE, ORACLE)
         summary[key] = by_variant
-        target_checks[key] = targets(by_variant, smallest=key == smallest)
+        target_checks[key] = {m: targets(by_variant, smallest=key == smallest, metric=m) for m in TIME_METRICS}
     return summary, target_checks
 
 

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.compare.stats import SUMMARY_METRICS
+from bench.compare.stats import SUMMARY_METRICS, TIME_METRICS
 from bench.compare.variants import VARIANTS
 
 RUN_COLUMNS: tuple[str, ...] = (
@@ -114,9 +114,10 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         "Targets for the provider, cold (c) and warm (e):",
         "",
     ]
-    for scale, checks in doc.get("targets", {}).items():
-        text = ", ".join(f"{name}: {_fmt(ok)}" for name, ok in checks.items())
-        lines.append(f"- scale {scale}: {text}")
+    for scale, by_metric in doc.get("targets", {}).items():
+        for metric, checks in by_metric.items():
+            text = ", ".join(f"{name}: {_fmt(ok)}" for name, ok in checks.items())
+            lines.append(f"- scale {scale}, by {TIME_METRICS.get(metric, metric)}: {text}")
     oracle = doc.get("oracle_partitions", {})
     if oracle:
         lines += ["", "Oracle shuffle partitions per stage (source):", ""]
