@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -230,6 +231,8 @@ def _line(record: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
+    # A terminated run still stops the warm pool it started (main's finally), which would outlive it for hours.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     start = time.perf_counter()
     code = main()
     print(f"done in {time.perf_counter() - start:.0f} s")

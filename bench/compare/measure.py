@@ -88,11 +88,15 @@ def run_measured(
         sampler.start()
         try:
             returncode = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        except BaseException as exc:
+            # A timeout, or the harness being stopped: nothing of the run may outlive it (an orphaned
+            # `airflow dags test` would start the warm pool again after the harness stopped it).
             for child in root.children(recursive=True):
                 child.kill()
             proc.kill()
             returncode = proc.wait()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
         finally:
             done.set()
             sampler.join()
