@@ -36,7 +36,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/compare.sh", description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 1.0], help="TPC-H scale factors")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each variant at each scale (medians)")
-    parser.add_argument("--variants", nargs="+", help=f"variants to run, of {', '.join(VARIANTS)} (default: all but e)")
+    parser.add_argument("--variants", nargs="+", help=f"variants to run, of {', '.join(VARIANTS)} (default: all)")
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
     parser.add_argument("--results", type=Path, default=RESULTS)

@@ -82,20 +82,20 @@ def targets(
     "fewer" is strict.
     """
 
-    def get(key: str, metric: str) -> float | None:
-        value = by_variant.get(key, {}).get(metric)
+    def get(key: str, name: str) -> float | None:
+        value = by_variant.get(key, {}).get(name)
         return None if value is None else float(value)
 
     out: dict[str, bool | None] = {}
     for p in (p for p in providers if p in by_variant):
-        p_wall, p_cpu = get(p, metric), get(p, "task_cpu_s")
+        p_time, p_cpu = get(p, metric), get(p, "task_cpu_s")
         if smallest:
-            a_wall = get("a", metric)
-            out[f"{p}_3x_faster_than_a"] = _at_most(p_wall, None if a_wall is None else a_wall / 3)
-        out[f"{p}_not_slower_than_b"] = _at_most(p_wall, get("b", metric))
+            a_time = get("a", metric)
+            out[f"{p}_3x_faster_than_a"] = _at_most(p_time, None if a_time is None else a_time / 3)
+        out[f"{p}_not_slower_than_b"] = _at_most(p_time, get("b", metric))
         cpus = [get("a", "task_cpu_s"), get("b", "task_cpu_s")]
         out[f"{p}_fewer_cpu_than_a_and_b"] = (
             None if p_cpu is None or None in cpus else all(p_cpu < x for x in cpus if x is not None)
         )
-        out[f"{p}_within_1.15x_of_oracle"] = _at_most(p_wall, get("oracle", metric), 1.15)
+        out[f"{p}_within_1.15x_of_oracle"] = _at_most(p_time, get("oracle", metric), 1.15)
     return out

@@ -29,8 +29,6 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     warm: bool = False
     """Regions run on the provider's warm pool, which outlives a run: measured by difference, stopped at the end."""
-    default: bool = True
-    """Run when ``--variants`` is not given."""
 
 
 _COLD: Final = {"AIRFLOW__FINEGRAINED__WARM_POOL": "off"}
@@ -57,11 +55,9 @@ VARIANTS: Final[dict[str, Variant]] = {
             per_stage_apps=False,
             oracle=True,
         ),
-        # Warm mode: regions run on a long-lived Spark Connect server, started by the first run that needs it
-        # and reused by the next repeats. Runs only when named.
-        Variant(
-            "e", "provider, warm", "provider", env={"AIRFLOW__FINEGRAINED__WARM_POOL": "auto"}, warm=True, default=False
-        ),
+        # Warm mode, the embedded default's: regions run on a long-lived Spark Connect server, started before the
+        # runs and kept running.
+        Variant("e", "provider, warm", "provider", env={"AIRFLOW__FINEGRAINED__WARM_POOL": "auto"}, warm=True),
     )
 }
 BASELINE: Final = "a"
@@ -71,7 +67,7 @@ ORACLE: Final = "oracle"
 def select(keys: list[str] | None) -> list[Variant]:
     """The variants named, in the order named (the run order), or the default ones; unknown names are an error."""
     if not keys:
-        return [v for v in VARIANTS.values() if v.default]
+        return list(VARIANTS.values())
     unknown = [k for k in keys if k not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")

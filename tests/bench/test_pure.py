@@ -221,7 +221,7 @@ def test_oracle_picks_the_fastest_count_per_stage_and_shares_it_along_forward_ed
 
 
 def test_variant_table_selection() -> None:
-    assert [v.key for v in select(None)] == ["a", "b", "c", "d", "oracle"]  # e only when named
+    assert [v.key for v in select(None)] == ["a", "b", "c", "d", "oracle", "e"]
     assert [v.key for v in select(["e", "a", "e"])] == ["e", "a"]  # the order named is the run order
     with pytest.raises(ValueError, match="unknown variant"):
         select(["z"])
