@@ -144,8 +144,7 @@ def _run_all(
                 print(_line(record), flush=True)
                 runs.append(record)
                 # Written after every run, so a long run that stops early still leaves what it measured.
-                doc = build_doc(args, command, master, variants, runs, partitions_used)
-                doc["warm_pool_start_s"] = pool_start_s
+                doc = build_doc(args, command, master, variants, runs, partitions_used, pool_start_s)
                 write_all(doc, args.results, args.image)
     if doc:
         print(f"wrote {args.results}/compare-* and {args.image}")
@@ -183,6 +182,7 @@ def build_doc(
     variants: list[Variant],
     runs: list[dict[str, Any]],
     partitions_used: dict[str, Any],
+    warm_pool_start_s: float | None = None,
 ) -> dict[str, Any]:
     """Everything the result files hold: machine, command, runs so far, medians, ratios and targets per scale."""
     summary, target_checks = summarize_runs(runs, [v.key for v in variants], oracle.scale_key(min(args.scales)))
@@ -198,6 +198,7 @@ def build_doc(
         "targets": target_checks,
         "oracle_partitions": partitions_used,
         "runs": runs,
+        "warm_pool_start_s": warm_pool_start_s,
     }
 
 

@@ -65,7 +65,7 @@ ORACLE: Final = "oracle"
 
 
 def select(keys: list[str] | None) -> list[Variant]:
-    """The variants named, in the order named (the run order), or the default ones; unknown names are an error."""
+    """The variants named, in the order named (the run order), or all of them; unknown names are an error."""
     if not keys:
         return list(VARIANTS.values())
     unknown = [k for k in keys if k not in VARIANTS]
