@@ -1,6 +1,6 @@
 """The one command: every variant at every scale, repeated, then results, summary and plot.
 
-``bash bench/compare.sh [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle] [--sweep-oracle]``
+``bash bench/compare.sh [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle e] [--sweep-oracle]``
 """
 
 from __future__ import annotations
