@@ -11,31 +11,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 
+from airflow_provider_finegrained.launchers.master import is_local_master, parse_master
 from airflow_provider_finegrained.spark.java import SparkEnvironmentError
 
 DEPLOY_MODES = ("client", "cluster")
 PYTHON_RUNNER_CLASS = "org.apache.spark.deploy.PythonRunner"
 
-ACCEPTED_MASTERS = (
-    "local",
-    "local[N]",
-    "local[*]",
-    "local[N,F]",
-    "local-cluster[N,C,M]",
-    "spark://host:port[,host:port...]",
-    "yarn",
-    "k8s://https://host[:port]",
-)
-
 REDACTED = "***"
 
-_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
-_HOST_PORT = rf"{_HOST}:\d{{1,5}}"
-_LOCAL_RE = re.compile(r"local(?:\[(?:\*|[1-9]\d*)(?:,[1-9]\d*)?\])?")
-_LOCAL_CLUSTER_RE = re.compile(r"local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]")
-_STANDALONE_RE = re.compile(rf"spark://{_HOST_PORT}(?:,{_HOST_PORT})*")
-# Spark takes k8s://https://…, k8s://http://… and k8s://host:port (which it treats as https).
-_K8S_RE = re.compile(rf"k8s://(?:https?://{_HOST}(?::\d{{1,5}})?(?:/\S*)?|{_HOST_PORT})")
 _MEMORY_RE = re.compile(r"[1-9]\d*(?:[kmgtp]b?|b)?", re.IGNORECASE)
 # Spark's own spark.redaction.regex is (?i)secret|password|token|access[.]?key; credentials and
 # `….key` / `….key.<account>` (Hadoop's fs.azure.account.key.<account>) are added.
@@ -65,17 +48,10 @@ class SubmitRequest:
         object.__setattr__(self, "py_files", tuple(self.py_files))
 
 
-def is_local_master(master: str) -> bool:
-    """True for masters whose executors run on this machine (`local…`, `local-cluster[…]`)."""
-    return master.startswith("local")
-
-
 def validate_master(master: str) -> str:
-    """Return `master` if it is a master URL this provider accepts, else raise ValueError."""
-    patterns = (_LOCAL_RE, _LOCAL_CLUSTER_RE, _STANDALONE_RE, _K8S_RE)
-    if master == "yarn" or any(p.fullmatch(master) for p in patterns):
-        return master
-    raise ValueError(f"unsupported Spark master URL {master!r}; accepted forms: {', '.join(ACCEPTED_MASTERS)}")
+    """Return `master` if Spark accepts it (see `launchers.master.parse_master`), else raise ValueError."""
+    parse_master(master)
+    return master
 
 
 def validate_request(request: SubmitRequest) -> None:
@@ -136,7 +112,7 @@ def is_standalone_python_cluster(request: SubmitRequest) -> bool:
     """A Python application in cluster deploy mode on a standalone master (launched through PythonRunner)."""
     return (
         request.deploy_mode == "cluster"
-        and request.master.startswith("spark://")
+        and parse_master(request.master).kind == "standalone"
         and request.application.endswith(".py")
     )
 

@@ -1,0 +1,1 @@
+"""One implementation per way a region reaches Spark (local, standalone, YARN, Kubernetes, warm pool)."""
