@@ -18,12 +18,15 @@ from airflow_provider_finegrained.planning import (
     DagPlan,
     Distribution,
     ExchangeMode,
+    GroupBounds,
     ParallelismConfig,
     RegionSizing,
     StageDemand,
     explain_parallelism,
+    intersect_bounds,
     size_region,
 )
+from airflow_provider_finegrained.planning.sizing import StageSizing, split_bytes
 
 
 @dataclass(frozen=True)
@@ -64,40 +67,67 @@ def decide_region(
     config_for: Callable[[str], ParallelismConfig],
     profile: ClusterProfile,
 ) -> RegionDecision:
-    """Decide parallelism and Spark sizing for every stage of ``region``, in region order."""
+    """Decide parallelism and Spark sizing for every stage of ``region``, in region order.
+
+    Stages of one forward group share one parallelism (FLIP-187): the first member to be decided
+    decides for the group, within the intersection of every member's bounds (``config_for`` of each),
+    and the others take its value, also after sizing moves it to even waves. A group already decided
+    in an earlier region (a forward edge from a stage outside this one) passes its value on.
+    """
     members = plan.regions[region]
     in_region = set(members)
     estimated_output: dict[str, int] = {}
-    decided: dict[str, int] = {}
     traces: dict[str, StageTrace] = {}
     demands: list[StageDemand] = []
-    forward_in_region: dict[str, str] = {}
+    group_bounds: dict[int, GroupBounds | None] = {}
+    group_choice = _decided_upstream(plan, members, inputs)
+    followers: dict[str, str] = {}
+    """In-region stage -> the in-region stage that decided its forward group (whose sizing it copies)."""
     for name in members:
         stage = plan.stages[name]
         stage_inputs = inputs.get(name, StageInputs())
         consumed, consumed_bytes, broadcast_names = _consumed(plan, name, stage_inputs, in_region, estimated_output)
         config = config_for(name)
-        decision = explain_parallelism(consumed, config)
+        group = stage.forward_group
+        if group not in group_bounds:
+            group_bounds[group] = _group_bounds(plan.forward_groups[group], config_for)
+        bounds = group_bounds[group]
+        decision = explain_parallelism(consumed, _within(config, bounds, plan.forward_groups[group]))
         parallelism, rule = decision.parallelism, decision.rule
-        forward_from = _forward_source(plan, name, decided, stage_inputs)
+        low, high = (config.min_parallelism, config.max_parallelism) if bounds is None else (bounds.low, bounds.high)
+        leads = False
         if stage.fixed_parallelism is not None:
             parallelism, rule = stage.fixed_parallelism, "fixed parallelism (stage or its forward group)"
-        elif forward_from is not None:
-            parallelism, rule = forward_from[1], f"forward edge: same as {forward_from[0]!r}"
-            if forward_from[0] in in_region:
-                forward_in_region[name] = forward_from[0]
-        decided[name] = parallelism
+        elif group in group_choice:
+            source, parallelism = group_choice[group]
+            rule = _inherited_rule(plan, name, source)
+            if source in in_region:
+                followers[name] = source
+            elif bounds is not None and bounds.clamp(parallelism) != parallelism:
+                # The earlier region ran under other settings; a stage still never exceeds its bounds.
+                rule += f"; {parallelism} clamped to the forward group's bounds [{bounds.low}, {bounds.high}]"
+                parallelism = bounds.clamp(parallelism)
+                group_choice[group] = (source, parallelism)
+        else:
+            leads = True
+            if bounds is not None:
+                clamped = bounds.clamp(parallelism)
+                if clamped != parallelism:  # a source's default is taken as given unless its group bounds it
+                    rule = f"{rule}; clamped to the forward group's bounds [{bounds.low}, {bounds.high}]"
+                    parallelism = clamped
+                rule += _bound_setters(bounds, config)
+            group_choice[group] = (name, parallelism)
         estimated_output[name] = sum(v for k, v in consumed_bytes.items() if k not in broadcast_names)
         demands.append(
             StageDemand(
                 name,
                 parallelism,
                 consumed_bytes=estimated_output[name],
-                min_parallelism=config.min_parallelism,
-                max_parallelism=config.max_parallelism,
+                min_parallelism=low,
+                max_parallelism=high,
                 memory_fraction=stage.memory_fraction,
                 resources=stage.resources,
-                fixed=stage.fixed_parallelism is not None or forward_from is not None,
+                fixed=not leads,
             )
         )
         traces[name] = StageTrace(
@@ -121,14 +151,19 @@ def decide_region(
             memory_fraction=stage.memory_fraction,
         )
     sizing = size_region(demands, profile)
-    for name, producer in forward_in_region.items():
-        # Sizing may move the producer to even waves; a forward consumer keeps the producer's count.
-        ran_with = sizing.stages[producer]
+    for name, decider in followers.items():
+        # Sizing may move the deciding stage to even waves or raise it to its memory floor (within
+        # the group's bounds); the rest of its forward group runs with the same count.
+        ran_with = sizing.stages[decider]
+        own = sizing.stages[name]
+        moved = ran_with.parallelism != own.parallelism
         sizing.stages[name] = replace(
-            sizing.stages[name],
+            own,
             parallelism=ran_with.parallelism,
             waves=ran_with.waves,
             tasks_per_executor=ran_with.tasks_per_executor,
+            max_partition_bytes=split_bytes(estimated_output[name], ran_with.parallelism),
+            notes=(*own.notes, _follow_note(decider, ran_with)) if moved else own.notes,
         )
     for name, trace in traces.items():
         stage_sizing = sizing.stages[name]
@@ -142,6 +177,60 @@ def decide_region(
         trace.spark_memory_fraction = sizing.memory_fraction
     in_region_consumers, outside_consumers = _consumers(plan, members, in_region)
     return RegionDecision(region, members[0], sizing, traces, in_region_consumers, outside_consumers)
+
+
+def _group_bounds(group: Sequence[str], config_for: Callable[[str], ParallelismConfig]) -> GroupBounds | None:
+    """The forward group's bounds at run time (each member's settings), or None for a group of one."""
+    if len(group) < 2:
+        return None
+    configs = {member: config_for(member) for member in group}
+    return intersect_bounds({m: (c.min_parallelism, c.max_parallelism) for m, c in configs.items()})
+
+
+def _within(config: ParallelismConfig, bounds: GroupBounds | None, group: Sequence[str]) -> ParallelismConfig:
+    """``config`` with its bounds narrowed to its forward group's."""
+    if bounds is None or (config.min_parallelism, config.max_parallelism) == (bounds.low, bounds.high):
+        return config
+    try:
+        return replace(config, min_parallelism=bounds.low, max_parallelism=bounds.high)
+    except ValueError as exc:
+        raise ValueError(f"forward group {list(group)} (bounds [{bounds.low}, {bounds.high}]): {exc}") from None
+
+
+def _bound_setters(bounds: GroupBounds, config: ParallelismConfig) -> str:
+    """Say which members' bounds narrowed a deciding stage's own, for the trace's rule."""
+    parts = []
+    if bounds.low != config.min_parallelism:
+        parts.append(f"min {bounds.low} from {bounds.low_stage!r}")
+    if bounds.high != config.max_parallelism:
+        parts.append(f"max {bounds.high} from {bounds.high_stage!r}")
+    return f" (forward group bounds: {', '.join(parts)})" if parts else ""
+
+
+def _decided_upstream(
+    plan: DagPlan, members: Sequence[str], inputs: Mapping[str, StageInputs]
+) -> dict[int, tuple[str, int]]:
+    """Forward groups already decided outside the region: the producer and the parallelism it ran with."""
+    decided: dict[int, tuple[str, int]] = {}
+    in_region = set(members)
+    for name in members:
+        ran_with = inputs.get(name, StageInputs()).upstream_parallelism
+        for exchange in plan.stages[name].inputs:
+            if exchange.distribution is not Distribution.FORWARD or exchange.producer in in_region:
+                continue
+            if exchange.input_name in ran_with:
+                decided.setdefault(plan.stages[name].forward_group, (exchange.producer, ran_with[exchange.input_name]))
+    return decided
+
+
+def _follow_note(decider: str, ran_with: StageSizing) -> str:
+    why = "; ".join(ran_with.notes)
+    return f"forward group: {ran_with.parallelism} like {decider!r}" + (f" ({why})" if why else "")
+
+
+def _inherited_rule(plan: DagPlan, name: str, source: str) -> str:
+    direct = any(e.producer == source and e.distribution is Distribution.FORWARD for e in plan.stages[name].inputs)
+    return f"forward edge: same as {source!r}" if direct else f"forward group: same as {source!r}"
 
 
 def _consumed(
@@ -174,19 +263,6 @@ def _consumed(
         if is_broadcast:
             broadcast.add(input_name)
     return results, consumed_bytes, broadcast
-
-
-def _forward_source(
-    plan: DagPlan, name: str, decided: Mapping[str, int], stage_inputs: StageInputs
-) -> tuple[str, int] | None:
-    for exchange in plan.stages[name].inputs:
-        if exchange.distribution is not Distribution.FORWARD:
-            continue
-        if exchange.producer in decided:
-            return exchange.producer, decided[exchange.producer]
-        if exchange.input_name in stage_inputs.upstream_parallelism:
-            return exchange.producer, stage_inputs.upstream_parallelism[exchange.input_name]
-    return None
 
 
 def _consumers(

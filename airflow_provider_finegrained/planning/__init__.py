@@ -16,7 +16,9 @@ from airflow_provider_finegrained.planning.capacity import (
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
 from airflow_provider_finegrained.planning.forward_groups import (
     UNDECIDED,
+    GroupBounds,
     compute_forward_groups,
+    intersect_bounds,
     propagate_forward_parallelism,
 )
 from airflow_provider_finegrained.planning.parallelism import (
@@ -58,6 +60,7 @@ __all__ = [
     "Exchange",
     "ExchangeMode",
     "ExecutorRequest",
+    "GroupBounds",
     "ParallelismConfig",
     "ParallelismDecision",
     "RegionSizing",
@@ -81,6 +84,7 @@ __all__ = [
     "even_waves",
     "explain_parallelism",
     "format_bytes",
+    "intersect_bounds",
     "managed_memory_fractions",
     "parse_bytes",
     "plan_stages",

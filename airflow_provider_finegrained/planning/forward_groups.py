@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from airflow_provider_finegrained.planning._union_find import UnionFind
 from airflow_provider_finegrained.planning.enums import Distribution, coerce_enum
@@ -53,3 +54,42 @@ def propagate_forward_parallelism(groups: Iterable[Iterable[str]], parallelism: 
         for stage in members:
             result[stage] = group_value
     return result
+
+
+@dataclass(frozen=True)
+class GroupBounds:
+    """The parallelism range every member of a forward group allows, and which members set it."""
+
+    low: int
+    high: int
+    low_stage: str
+    """The member whose ``min_parallelism`` is the group's (the highest minimum)."""
+    high_stage: str
+    """The member whose ``max_parallelism`` is the group's (the lowest maximum)."""
+
+    def clamp(self, parallelism: int) -> int:
+        return max(self.low, min(self.high, parallelism))
+
+
+def intersect_bounds(bounds: Mapping[str, tuple[int, int]]) -> GroupBounds:
+    """Intersect forward group members' ``(min_parallelism, max_parallelism)``: the highest min, the lowest max.
+
+    One parallelism serves every member (FLIP-187), so it must satisfy every member's bounds. Ties
+    go to the member listed first. An empty intersection is an error naming both stages and bounds.
+    """
+    if not bounds:
+        raise ValueError("a forward group needs at least one stage")
+    members = list(bounds)
+    low_stage = high_stage = members[0]
+    for stage in members[1:]:
+        if bounds[stage][0] > bounds[low_stage][0]:
+            low_stage = stage
+        if bounds[stage][1] < bounds[high_stage][1]:
+            high_stage = stage
+    low, high = bounds[low_stage][0], bounds[high_stage][1]
+    if low > high:
+        raise ValueError(
+            f"forward group {members} must share one parallelism, but stage {low_stage!r} has "
+            f"min_parallelism {low} and stage {high_stage!r} has max_parallelism {high}"
+        )
+    return GroupBounds(low, high, low_stage, high_stage)

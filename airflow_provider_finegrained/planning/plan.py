@@ -15,6 +15,7 @@ from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMo
 from airflow_provider_finegrained.planning.forward_groups import (
     UNDECIDED,
     compute_forward_groups,
+    intersect_bounds,
     propagate_forward_parallelism,
 )
 from airflow_provider_finegrained.planning.regions import compute_pipelined_regions
@@ -24,6 +25,9 @@ from airflow_provider_finegrained.planning.resources import (
     managed_memory_fractions,
 )
 from airflow_provider_finegrained.planning.stages import StageGraphError, StageInput, StageSpec
+
+_NO_MAX = 2**31 - 1
+"""Stands for an undeclared max_parallelism when intersecting a forward group's bounds."""
 
 
 @dataclass(frozen=True)
@@ -200,25 +204,20 @@ def _check_forward_bounds(group: Sequence[str], by_name: dict[str, StageSpec], d
     """A forward group runs at one parallelism, so its members' bounds must overlap (and hold it)."""
     if len(group) < 2:
         return
-    lows = [(by_name[s].min_parallelism or 1, s) for s in group]
-    highs = [(high, s) for s in group if (high := by_name[s].max_parallelism) is not None]
-    low, low_stage = max(lows)
-    if highs:
-        high, high_stage = min(highs)
-        if low > high:
-            raise StageGraphError(
-                f"forward group {list(group)} must share one parallelism, but stage {low_stage!r} has "
-                f"min_parallelism {low} and stage {high_stage!r} has max_parallelism {high}"
-            )
+    try:
+        bounds = intersect_bounds(
+            {s: (by_name[s].min_parallelism or 1, by_name[s].max_parallelism or _NO_MAX) for s in group}
+        )
+    except ValueError as exc:
+        raise StageGraphError(str(exc)) from exc
     value = decided.get(group[0], UNDECIDED)
-    if value != UNDECIDED:
-        for stage in group:
-            spec = by_name[stage]
-            if (spec.min_parallelism or 1) > value or (spec.max_parallelism or value) < value:
-                raise StageGraphError(
-                    f"forward group {list(group)} runs at the fixed parallelism {value}, outside stage "
-                    f"{stage!r}'s bounds [{spec.min_parallelism}, {spec.max_parallelism}]"
-                )
+    if value != UNDECIDED and not bounds.low <= value <= bounds.high:
+        stage = bounds.low_stage if value < bounds.low else bounds.high_stage
+        spec = by_name[stage]
+        raise StageGraphError(
+            f"forward group {list(group)} runs at the fixed parallelism {value}, outside stage "
+            f"{stage!r}'s bounds [{spec.min_parallelism}, {spec.max_parallelism}]"
+        )
 
 
 def _slot_sharing_groups(by_name: dict[str, StageSpec], regions: dict[str, tuple[str, ...]]) -> dict[str, str]:

@@ -152,11 +152,12 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
         floor = _memory_floor(stage, per_task_memory, profile.memory_expansion)
         parallelism, notes = stage.parallelism, tuple[str, ...]()
         if not stage.fixed and floor > parallelism:
-            parallelism = min(floor, stage.max_parallelism)
-            notes = (
-                f"memory floor: raised from {stage.parallelism} to {parallelism} so one task's data "
-                "fits its memory share",
-            )
+            parallelism = max(parallelism, min(floor, stage.max_parallelism))
+            if parallelism > stage.parallelism:
+                notes = (
+                    f"memory floor: raised from {stage.parallelism} to {parallelism} so one task's data "
+                    "fits its memory share",
+                )
             if floor > stage.max_parallelism:
                 notes = (*notes, f"memory floor {floor} is above max_parallelism; tasks may spill to disk")
         sized[stage.stage] = (parallelism, floor, notes)
@@ -190,7 +191,7 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
             parallelism=parallelism,
             requested_parallelism=stage.parallelism,
             waves=math.ceil(parallelism / slots),
-            max_partition_bytes=max(MIN_SPLIT_BYTES, math.ceil(stage.consumed_bytes / parallelism)),
+            max_partition_bytes=split_bytes(stage.consumed_bytes, parallelism),
             per_task_memory=int(per_task_memory * stage.memory_fraction),
             memory_floor=floor,
             tasks_per_executor=(parallelism // used_executors, -(-parallelism // used_executors)),
@@ -209,6 +210,11 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
         local=shape.local,
         stages=result,
     )
+
+
+def split_bytes(consumed_bytes: int, parallelism: int) -> int:
+    """The input split size that gives ``parallelism`` tasks over ``consumed_bytes`` (at least 1 MiB)."""
+    return max(MIN_SPLIT_BYTES, math.ceil(consumed_bytes / parallelism))
 
 
 def even_waves(parallelism: int, slots: int, low: int = 1, high: int = 2**31 - 1) -> int:

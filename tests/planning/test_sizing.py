@@ -70,6 +70,16 @@ def test_memory_floor_capped_by_max_and_said_so() -> None:
     assert any("above max_parallelism" in note for note in stage.notes)
 
 
+def test_memory_floor_at_max_already_raises_nothing_and_says_only_that() -> None:
+    profile = ClusterProfile(total_cores=2, total_memory=8 * GiB, executor_memory=1324 * MiB, local=True)
+    # Floor 20 (as above) but the stage is already at its max 10: it stays at 10 (5 waves of 2), and
+    # the notes do not claim a raise from 10 to 10.
+    demand = StageDemand("join", parallelism=10, consumed_bytes=1000 * MiB, memory_fraction=0.5, max_parallelism=10)
+    stage = size_region([demand], profile).stages["join"]
+    assert stage.parallelism == 10
+    assert stage.notes == ("memory floor 20 is above max_parallelism; tasks may spill to disk",)
+
+
 def test_fixed_parallelism_is_left_alone() -> None:
     demand = StageDemand("fixed", parallelism=3, consumed_bytes=10 * GiB, fixed=True)
     assert size_region([demand], LOCAL).stages["fixed"].parallelism == 3
