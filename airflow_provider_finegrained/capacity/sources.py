@@ -2,19 +2,17 @@
 
 Each source becomes a :class:`ClusterCapacity`: per-worker free resources for ``decide_capacity``, plus the
 names of applications the cluster already counts as using resources (so a ledger does not count them twice).
-Pure Python and the standard library: neither Airflow nor Spark is imported.
+Neither Airflow nor Spark is imported; HTTP goes through the provider's one client (`launchers.http`).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json, redact_url
 from airflow_provider_finegrained.planning.capacity import WorkerCapacity
 from airflow_provider_finegrained.planning.units import format_bytes
 
@@ -131,7 +129,7 @@ def fetch_standalone_capacity(json_urls: Sequence[str], timeout_s: float = 5) ->
         raise CapacityUnavailable("no standalone master /json/ URL to ask")
     failures = []
     for url in json_urls:
-        source = f"standalone master {_redact(url)}"
+        source = f"standalone master {redact_url(url)}"
         try:
             document = _get_json(HttpRequest("GET", url), timeout_s)
             if not isinstance(document, Mapping):
@@ -139,7 +137,7 @@ def fetch_standalone_capacity(json_urls: Sequence[str], timeout_s: float = 5) ->
             return parse_standalone_status(document, source)
         except CapacityUnavailable as exc:
             failures.append(str(exc))
-        except (OSError, ValueError) as exc:  # URLError, HTTPError and timeouts are OSErrors; bad JSON a ValueError
+        except HttpRequestError as exc:  # unreachable, an error status or no JSON; the message names the URL
             failures.append(f"{source}: {exc}")
     raise CapacityUnavailable("no standalone master answered as ALIVE: " + "; ".join(failures))
 
@@ -313,7 +311,7 @@ def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = N
     more careful). With ``queue``, a Capacity Scheduler queue's headroom caps the result.
     """
     requests = yarn_requests(rm_url, queue)
-    source = f"YARN ResourceManager {_redact(rm_url.rstrip('/'))}"
+    source = f"YARN ResourceManager {redact_url(rm_url.rstrip('/'))}"
     answers: list[Any] = []
     failures: list[str] = []
     for request in requests:
@@ -322,9 +320,12 @@ def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = N
             if not isinstance(answer, Mapping):
                 raise ValueError("the answer is not a JSON object")
             answers.append(answer)
-        except (OSError, ValueError) as exc:
+        except HttpRequestError as exc:  # its message names the method and the URL, without a password
             answers.append(None)
-            failures.append(f"{request.method} {_redact(request.url)}: {exc}")
+            failures.append(str(exc))
+        except ValueError as exc:
+            answers.append(None)
+            failures.append(f"{request.method} {redact_url(request.url)}: {exc}")
     nodes, metrics, apps = answers[0], answers[1], answers[2]
     active = parse_yarn_running_apps(apps) if apps is not None else frozenset()
     if nodes is not None:
@@ -380,9 +381,7 @@ def _yarn_resource(resource: Any, name: str) -> float:
 
 
 def _get_json(request: HttpRequest, timeout_s: float) -> Any:
-    http_request = urllib.request.Request(request.url, method=request.method, headers=dict(request.headers))
-    with urllib.request.urlopen(http_request, timeout=timeout_s) as response:
-        return json.loads(response.read().decode("utf-8"))
+    return get_json(request.url, timeout_s, headers=dict(request.headers))
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -410,12 +409,3 @@ def _int(doc: Any, key: str, where: str) -> int:
     if not isinstance(doc, Mapping):
         raise CapacityUnavailable(f"{where}: expected an object holding {key!r}, got {doc!r}")
     return int(_float(doc, key, where))
-
-
-def _redact(url: str) -> str:
-    """The URL without a password, fit for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

@@ -94,7 +94,7 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError
+    from airflow_provider_finegrained.launchers.http import HttpRequestError
     from airflow_provider_finegrained.spark.standalone import ClusterNotFoundError, load_cluster
 
     try:

@@ -13,15 +13,15 @@ Links never carry credentials: user info in a configured URL is dropped.
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow.sdk import BaseOperatorLink
+
+from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
 
 SPARK_UI_KEY = "finegrained_spark_ui"
 """XCom of every stage: its application id and the URLs the link chooses from (:class:`SparkUITargets`)."""
@@ -84,9 +84,9 @@ def serves(ui_url: str, application_id: str) -> bool:
     """Whether the Spark UI at ``ui_url`` answers for ``application_id`` (a later application may hold the port)."""
     url = f"{ui_url.rstrip('/')}/api/v1/applications/{urllib.parse.quote(application_id, safe='')}"
     try:
-        with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S) as response:
-            answer = json.loads(response.read().decode("utf-8"))
-    except (OSError, ValueError):
+        # One try: a probe that misses falls back to another link, which is better than waiting on retries.
+        answer = get_json(url, PROBE_TIMEOUT_S, retries=0)
+    except HttpRequestError:
         return False
     return isinstance(answer, Mapping) and answer.get("id") == application_id
 

@@ -2,7 +2,7 @@
 
 Neither cluster manager runs here, so this module builds exact requests and commands and parses the
 answers documented by Hadoop (ResourceManager REST API) and Spark (``spark-submit --status/--kill``).
-``send`` performs one HTTP request with the standard library; the standalone modules use it too.
+HTTP goes through ``launchers.http``, the provider's one client.
 """
 
 from __future__ import annotations
@@ -13,75 +13,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, HttpResponse, get_json, send
 from airflow_provider_finegrained.spark.submit import SubmitRequest, spark_submit_path
 
-# -- HTTP ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HttpRequest:
-    """One HTTP request: `body` is sent as UTF-8 (None sends none)."""
-
-    method: str
-    url: str
-    body: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "headers", dict(self.headers))
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    """Status code, headers (lower-case names) and body text of an answer, errors included."""
-
-    status: int
-    body: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-class HttpRequestError(RuntimeError):
-    """The server could not be reached (no HTTP status to report)."""
-
-
-def _is_loopback(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-def send(request: HttpRequest, timeout_s: float = 10.0) -> HttpResponse:
-    """Perform `request`; HTTP error statuses come back as responses, unreachable servers raise."""
-    data = None if request.body is None else request.body.encode("utf-8")
-    raw = urllib.request.Request(request.url, data=data, headers=dict(request.headers), method=request.method)
-    # A proxy from the environment must not intercept loopback services (the local cluster).
-    handlers = [urllib.request.ProxyHandler({})] if _is_loopback(request.url) else []
-    opener = urllib.request.build_opener(*handlers)
-    try:
-        with opener.open(raw, timeout=timeout_s) as answer:
-            body = answer.read().decode("utf-8", errors="replace")
-            headers = {k.lower(): v for k, v in answer.headers.items()}
-            return HttpResponse(answer.status, body, headers)
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode("utf-8", errors="replace") if exc.fp is not None else ""
-        headers = {k.lower(): v for k, v in exc.headers.items()} if exc.headers else {}
-        return HttpResponse(exc.code, body, headers)
-    except (urllib.error.URLError, OSError) as exc:
-        raise HttpRequestError(f"{request.method} {request.url} failed: {exc}") from exc
-
-
-def get_json(url: str, timeout_s: float = 10.0) -> Any:
-    """GET `url` and decode its JSON body; raises HttpRequestError on a non-2xx status too."""
-    response = send(HttpRequest("GET", url, headers={"Accept": "application/json"}), timeout_s)
-    if not 200 <= response.status < 300:
-        raise HttpRequestError(f"GET {url} answered HTTP {response.status}: {response.body[:300]}")
-    return response.json()
-
+__all__ = ["HttpRequest", "HttpRequestError", "HttpResponse", "get_json", "send"]  # re-exported for now
 
 # -- YARN ------------------------------------------------------------------------------------------
 

@@ -85,24 +85,91 @@ def find_driver_id(line: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _is_gone(proc: psutil.Process) -> bool:
+# -- the one process-tree helper: spark-submit trees, local clusters and warm pools all stop through it --
+
+
+def is_gone(proc: psutil.Process) -> bool:
+    """Whether `proc` has exited (a zombie has: it only waits for its parent, possibly init, to reap it)."""
     try:
-        # A zombie has exited; it only waits for its parent (possibly init) to reap it.
         return bool(proc.status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 
 
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+def live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """The processes of `procs` that have not exited."""
+    return [proc for proc in procs if not is_gone(proc)]
+
+
+def wait_gone(procs: Iterable[psutil.Process], timeout_s: float) -> list[psutil.Process]:
     """Wait until `procs` have exited (zombies count as exited); return those still alive."""
     # psutil.wait_procs would also wait for zombies to be reaped, which an init that reaps
     # lazily (as in some containers) can delay by seconds.
-    deadline = time.monotonic() + timeout
-    alive = [proc for proc in procs if not _is_gone(proc)]
+    deadline = time.monotonic() + timeout_s
+    alive = live(procs)
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)
-        alive = [proc for proc in alive if not _is_gone(proc)]
+        alive = live(alive)
     return alive
+
+
+def with_descendants(found: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """``found`` and all their descendants, never this process or its ancestors (whatever they inherited)."""
+    everything = {proc.pid: proc for proc in found}
+    for proc in list(everything.values()):
+        with contextlib.suppress(psutil.Error):
+            for child in proc.children(recursive=True):
+                everything.setdefault(child.pid, child)
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    return [proc for pid, proc in everything.items() if pid not in mine]
+
+
+def signal_processes(procs: Iterable[psutil.Process], sig: signal.Signals, group: int | None = None) -> None:
+    """Send `sig` to the process group `group` (if any) and to each of `procs`; the gone are skipped."""
+    if group is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sig)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def terminate_processes(
+    find: Callable[[], list[psutil.Process]],
+    grace_s: float,
+    what: str,
+    *,
+    group: int | None = None,
+    kill_wait_s: float = 5.0,
+    before_check: Callable[[], None] | None = None,
+) -> KillReport:
+    """SIGTERM what `find` returns, SIGKILL what is left after `grace_s` (late arrivals looked up again).
+
+    `find` is called again after each round, so processes forked while the tree shuts down are caught.
+    `before_check` runs before the final look-up (e.g. to reap one's own child). Raises
+    ProcessTreeSurvivedError naming `what` if anything is still alive after a second SIGKILL.
+    """
+    procs = live(find())
+    signal_processes(procs, signal.SIGTERM, group)
+    alive = wait_gone(procs, grace_s)
+    seen = {p.pid for p in alive}
+    alive += [p for p in live(find()) if p.pid not in seen]
+    if alive:
+        signal_processes(alive, signal.SIGKILL, group)
+        wait_gone(alive, kill_wait_s)
+    if before_check is not None:
+        before_check()
+    survivors = live(find())
+    if survivors:
+        signal_processes(survivors, signal.SIGKILL, group)
+        survivors = wait_gone(survivors, kill_wait_s)
+    if survivors:
+        raise ProcessTreeSurvivedError(f"processes {[p.pid for p in survivors]} of the {what} survived SIGKILL")
+    killed_pids = {p.pid for p in alive}
+    return KillReport(
+        terminated=tuple(sorted(p.pid for p in procs if p.pid not in killed_pids)),
+        killed=tuple(sorted(killed_pids)),
+    )
 
 
 def _group_members(group: int) -> list[psutil.Process]:
@@ -110,7 +177,7 @@ def _group_members(group: int) -> list[psutil.Process]:
     members = []
     for proc in psutil.process_iter():
         with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
-            if group in (os.getpgid(proc.pid), os.getsid(proc.pid)) and not _is_gone(proc):
+            if group in (os.getpgid(proc.pid), os.getsid(proc.pid)) and not is_gone(proc):
                 members.append(proc)
     return members
 
@@ -132,16 +199,7 @@ def _tree(pid: int | None, group: int | None) -> list[psutil.Process]:
     if group is not None:
         for member in _group_members(group):
             procs.setdefault(member.pid, member)
-    return [proc for proc in procs.values() if not _is_gone(proc)]
-
-
-def _signal_all(procs: Iterable[psutil.Process], group: int | None, sig: signal.Signals) -> None:
-    if group is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, sig)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
+    return live(procs.values())
 
 
 def _group_led_by(pid: int) -> int | None:
@@ -171,27 +229,14 @@ def kill_process_tree(target: int | subprocess.Popen[bytes], grace_s: float = DE
         # Once our child is reaped its pid may be reused by a stranger: then only its group counts.
         pid = target.pid if target.poll() is None else None
     label = target if isinstance(target, int) else target.pid
-    procs = _tree(pid, group)
-    _signal_all(procs, group, signal.SIGTERM)
-    alive = _wait_gone(procs, grace_s)
-    # Late forks: anything that joined the tree while it was shutting down.
-    seen = {p.pid for p in alive}
-    alive += [p for p in _tree(pid, group) if p.pid not in seen]
-    if alive:
-        _signal_all(alive, group, signal.SIGKILL)
-        _wait_gone(alive, 5.0)
-    if isinstance(target, subprocess.Popen):
-        # Reap our own child so it does not linger as a zombie.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            target.wait(timeout=5.0)
-    survivors = [p.pid for p in _tree(pid, group)]
-    if survivors:
-        raise ProcessTreeSurvivedError(f"processes {survivors} of the tree of {label} survived SIGKILL")
-    killed_pids = {p.pid for p in alive}
-    return KillReport(
-        terminated=tuple(sorted(p.pid for p in procs if p.pid not in killed_pids)),
-        killed=tuple(sorted(killed_pids)),
-    )
+
+    def reap() -> None:
+        if isinstance(target, subprocess.Popen):
+            # Reap our own child so it does not linger as a zombie.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                target.wait(timeout=5.0)
+
+    return terminate_processes(lambda: _tree(pid, group), grace_s, f"tree of {label}", group=group, before_check=reap)
 
 
 _EOF = None

@@ -16,14 +16,22 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
-from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError, get_json
+from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
 from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.process import (
+    ProcessTreeSurvivedError,
+    live,
+    signal_processes,
+    terminate_processes,
+    wait_gone,
+    with_descendants,
+)
 from airflow_provider_finegrained.spark.submit import spark_home as find_spark_home
 from airflow_provider_finegrained.spark.submit import without_connect_client
 
@@ -96,7 +104,7 @@ class StandaloneCluster:
 
     def processes(self, worker: int | None = None) -> list[psutil.Process]:
         """Live processes of the cluster (or of one worker): daemons, executors, drivers and their children."""
-        return _live(_cluster_processes(self, worker))
+        return live(_cluster_processes(self, worker))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM every process of the cluster, SIGKILL what is left after `timeout_s`; remove the state file.
@@ -114,9 +122,9 @@ class StandaloneCluster:
         """SIGKILL worker `index` and every executor and driver it runs, as if its machine were lost."""
         if not 0 <= index < len(self.worker_pids):
             raise IndexError(f"index: worker {index} does not exist; allowed: 0..{len(self.worker_pids) - 1}")
-        procs = _live(_cluster_processes(self, index))
-        _signal(procs, signal.SIGKILL)
-        survivors = _wait_gone(procs, timeout_s)
+        procs = live(_cluster_processes(self, index))
+        signal_processes(procs, signal.SIGKILL)
+        survivors = wait_gone(procs, timeout_s)
         if survivors:
             raise ClusterStopError(f"worker {index} processes {[p.pid for p in survivors]} survived SIGKILL")
 
@@ -127,33 +135,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
-
-
-def _is_gone(proc: psutil.Process) -> bool:
-    try:
-        # A zombie has exited; it only waits for its parent (often init) to reap it.
-        return bool(proc.status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
-
-
-def _live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
-    return [p for p in procs if not _is_gone(p)]
-
-
-def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout_s
-    alive = _live(procs)
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = _live(alive)
-    return alive
-
-
-def _signal(procs: Iterable[psutil.Process], sig: signal.Signals) -> None:
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
 
 
 def _verified(pid: int, marker: str) -> psutil.Process | None:
@@ -197,33 +178,11 @@ def _cluster_processes(cluster: StandaloneCluster, worker: int | None) -> list[p
     return with_descendants(found.values())
 
 
-def with_descendants(found: Iterable[psutil.Process]) -> list[psutil.Process]:
-    """``found`` and all their descendants, never this process or its ancestors (whatever they inherited)."""
-    everything = {proc.pid: proc for proc in found}
-    for proc in list(everything.values()):
-        with contextlib.suppress(psutil.Error):
-            for child in proc.children(recursive=True):
-                everything.setdefault(child.pid, child)
-    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    return [proc for pid, proc in everything.items() if pid not in mine]
-
-
 def _terminate(find: Callable[[], list[psutil.Process]], timeout_s: float, what: str) -> None:
-    procs = _live(find())
-    _signal(procs, signal.SIGTERM)
-    alive = _wait_gone(procs, timeout_s)
-    # Late arrivals (an executor launched while the worker was stopping) are looked up again.
-    seen = {p.pid for p in alive}
-    alive += [p for p in _live(find()) if p.pid not in seen]
-    if alive:
-        _signal(alive, signal.SIGKILL)
-        _wait_gone(alive, 10.0)
-    survivors = _live(find())
-    if survivors:
-        _signal(survivors, signal.SIGKILL)
-        survivors = _wait_gone(survivors, 5.0)
-    if survivors:
-        raise ClusterStopError(f"processes {[p.pid for p in survivors]} of the {what} survived SIGKILL")
+    try:
+        terminate_processes(find, timeout_s, what, kill_wait_s=10.0)
+    except ProcessTreeSurvivedError as exc:
+        raise ClusterStopError(str(exc)) from None
 
 
 def _log_file(log_dir: str, cls: str, instance: int) -> str | None:

@@ -65,7 +65,7 @@ def master_json_url(webui_url: str) -> str:
 
 
 def _status(webui_json_url: str, timeout_s: float) -> Mapping[str, Any]:
-    from airflow_provider_finegrained.spark.cluster_managers import get_json
+    from airflow_provider_finegrained.launchers.http import get_json
 
     answer = get_json(master_json_url(webui_json_url), timeout_s)
     if not isinstance(answer, Mapping):
@@ -134,7 +134,7 @@ def read_driver_log(
     timeout_s: float = 10.0,
 ) -> str:
     """Up to `max_bytes` of a driver's log from its worker: the end, or the beginning with `from_start`."""
-    from airflow_provider_finegrained.spark.cluster_managers import HttpRequest, HttpRequestError, send
+    from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, send
 
     url = driver_log_url(webui_json_url, driver_id, log_type, timeout_s)
     if url is None:
@@ -155,7 +155,7 @@ def driver_application_id(webui_json_url: str, driver_id: str, timeout_s: float 
 
 def application_running(webui_json_url: str, app_id: str, timeout_s: float = 10.0) -> bool:
     """Whether the master lists `app_id` as active or any live worker still runs an executor of it."""
-    from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError, get_json
+    from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
 
     status = _status(webui_json_url, timeout_s)
     if any(app.get("id") == app_id for app in status.get("activeapps") or []):
@@ -246,7 +246,7 @@ def kill_driver(
 
 
 def _quiet_application_id(webui_json_url: str, driver_id: str) -> str | None:
-    from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError
+    from airflow_provider_finegrained.launchers.http import HttpRequestError
 
     try:
         return driver_application_id(webui_json_url, driver_id)

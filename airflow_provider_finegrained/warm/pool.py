@@ -16,6 +16,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.process import wait_gone
 from airflow_provider_finegrained.warm.health import check_health
 from airflow_provider_finegrained.warm.server import (
     PoolShape,
@@ -41,7 +42,6 @@ from airflow_provider_finegrained.warm.state import (
     remove_state,
     start_lock,
     touch_last_used,
-    wait_gone,
 )
 
 log = logging.getLogger(__name__)

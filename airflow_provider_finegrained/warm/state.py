@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
-from airflow_provider_finegrained.spark.standalone import with_descendants
+from airflow_provider_finegrained.spark.process import live, with_descendants
 from airflow_provider_finegrained.warm.server import FOLDER_CONF, SERVER_CLASS, PoolShape
 
 STATE_FILE = "pool.json"
@@ -195,20 +195,4 @@ def pool_processes(folder: str) -> list[psutil.Process]:
             supervisor = SUPERVISOR_MODULE in cmdline and folder in cmdline
             if (server or supervisor) and proc.status() != psutil.STATUS_ZOMBIE:
                 found[proc.pid] = proc
-    return [p for p in with_descendants(found.values()) if _alive(p)]
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return bool(proc.status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-
-
-def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout_s
-    alive = [p for p in procs if _alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [p for p in alive if _alive(p)]
-    return alive
+    return live(with_descendants(found.values()))

@@ -25,7 +25,8 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
-from airflow_provider_finegrained.spark.cluster_managers import HttpRequestError, get_json
+from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
+from airflow_provider_finegrained.spark.process import wait_gone
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import (
     SERVER_LOG,
@@ -33,7 +34,6 @@ from airflow_provider_finegrained.warm.state import (
     live_leases,
     remove_state,
     start_lock,
-    wait_gone,
     write_state,
 )
 
