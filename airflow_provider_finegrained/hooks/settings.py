@@ -1,4 +1,9 @@
-"""The settings of a ``finegrained_spark`` connection: coerced from strings, validated, redactable.
+"""The settings of a ``finegrained_spark`` connection: one typed model, coerced from strings, validated, redactable.
+
+Each setting is declared once, as a field of a per-concern model (cluster, storage, resources,
+parallelism, warm pool) with a :class:`~.setting.Setting` as its metadata; :class:`ConnectionSettings`
+joins them. The connection form's fields, the ``[finegrained]`` options (``connection_form``) and the
+coercion of raw strings all come from those declarations.
 
 Pure (no Airflow imports): the hook feeds it a connection's fields and the ``[finegrained]`` config
 section; the planner, the CLI and tests can build settings from plain mappings.
@@ -7,16 +12,36 @@ section; the planner, the CLI and tests can build settings from plain mappings.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Final, Literal, NamedTuple, NoReturn, cast
-from urllib.parse import urlsplit, urlunsplit
+from typing import Annotated, Any, Final, Literal, Self
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from airflow_provider_finegrained.hooks import coercion
+from airflow_provider_finegrained.hooks.coercion import (
+    RESERVED_CONF,
+    URL_SCHEME,
+    WARM_POOL_MODES,
+    ConnectionSettingsError,
+    FrozenConf,
+    fail,
+)
+from airflow_provider_finegrained.hooks.setting import (
+    Setting,
+    boolean,
+    byte_size,
+    choice,
+    integer,
+    json_object,
+    number,
+    string,
+)
+from airflow_provider_finegrained.launchers.master import MASTER_FORMS, MasterInfo, MasterKind
+from airflow_provider_finegrained.launchers.master import parse_master as _parse_master_url
 from airflow_provider_finegrained.planning import (
     DEFAULT_AVG_BYTES_PER_TASK,
     ClusterProfile,
@@ -25,9 +50,45 @@ from airflow_provider_finegrained.planning import (
     WorkerShape,
     check_resource_stability,
     format_bytes,
-    parse_bytes,
 )
 from airflow_provider_finegrained.planning.parallelism import NORMALIZE_MODES
+from airflow_provider_finegrained.secrets import (
+    REDACTED,
+    SECRET_KEY_PATTERN,
+    redact_url,
+    url_password,
+    url_secrets,
+)
+from airflow_provider_finegrained.secrets import is_secret_key as is_secret_conf_key
+
+__all__ = [
+    "DEPLOY_MODES",
+    "EMBEDDED_WARM_POOL",
+    "EXTRA_PREFIX",
+    "MASTER_FORMS",
+    "REDACTED",
+    "RESERVED_CONF",
+    "SECRET_KEY_PATTERN",
+    "WARM_POOL_MODES",
+    "ClusterSettings",
+    "ConnectionSettings",
+    "ConnectionSettingsError",
+    "MasterInfo",
+    "MasterKind",
+    "ParallelismSettings",
+    "ResourceSettings",
+    "StorageSettings",
+    "WarmPoolSettings",
+    "available_cpus",
+    "field_default",
+    "is_secret_conf_key",
+    "parse_master",
+    "redact_url",
+    "settable_fields",
+    "setting_of",
+    "url_password",
+    "url_secrets",
+]
 
 MiB: Final = 2**20
 GiB: Final = 2**30
@@ -38,72 +99,10 @@ MIN_MEMORY_OVERHEAD: Final = 384 * MiB
 """Spark's defaults for ``spark.executor.memoryOverhead`` (also :class:`ClusterProfile`'s)."""
 
 DEPLOY_MODES: Final = ("client", "cluster")
-WARM_POOL_MODES: Final = ("off", "auto")
 EMBEDDED_WARM_POOL: Final = "auto"
 EXTRA_PREFIX: Final = "extra__finegrained_spark__"
 """Prefix of extras written by Airflow's older connection forms; accepted and stripped."""
-MASTER_FORMS: Final = (
-    "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://host:port[,host:port], "
-    "yarn, k8s://https://host:port"
-)
-# Spark's own spark.redaction.regex ((?i)secret|password|token|access[.]?key) plus credentials, `....key`
-# and Hadoop's `fs.azure.account.key.<account>`; the same rule as spark-submit's log redaction here.
-SECRET_KEY_PATTERN: Final = re.compile(r"password|secret|token|credential|access[._-]?key|\.key(?:$|\.)", re.IGNORECASE)
-REDACTED: Final = "***"
-
-# Spark properties the planner decides per region or stage, or that other fields own: a value in
-# spark_conf would either be overridden silently or fight the planner, so it is refused.
-RESERVED_CONF: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "spark.master": "set the connection's host (master URL) instead",
-        "spark.submit.deployMode": "set deploy_mode instead",
-        "spark.driver.memory": "set driver_memory instead",
-        "spark.executor.memory": "set executor_memory instead (the planner sizes executors)",
-        "spark.executor.cores": "set executor_cores instead (the planner sizes executors)",
-        "spark.executor.instances": "the planner decides it; cap it with total_cores",
-        "spark.cores.max": "the planner decides it; cap it with total_cores",
-        "spark.executor.memoryOverhead": "the planner decides it from executor_memory",
-        "spark.task.cpus": "declare cpu cores in a stage's ResourceSpec instead",
-        "spark.memory.fraction": "the planner decides it; declare managed memory in a ResourceSpec",
-        "spark.sql.shuffle.partitions": "the planner decides it per stage; see min/max_parallelism",
-        "spark.sql.files.maxPartitionBytes": "the planner decides it per stage from the input size",
-        "spark.sql.adaptive.enabled": "set adaptive_query_execution instead",
-    }
-)
-
-MasterKind = Literal["local", "local-cluster", "standalone", "yarn", "k8s"]
-
-
-class ConnectionSettingsError(ValueError):
-    """Invalid connection settings; ``problems`` holds one message per bad field."""
-
-    def __init__(self, problems: str | Sequence[str]) -> None:
-        self.problems: tuple[str, ...] = (problems,) if isinstance(problems, str) else tuple(problems)
-        super().__init__("; ".join(self.problems))
-
-
-class MasterInfo(NamedTuple):
-    """A parsed master URL: its kind and what it says about the cluster's size."""
-
-    kind: MasterKind
-    threads: int | None = None
-    """Local threads (N of local[N]); None for local[*]."""
-    workers: int = 0
-    worker_cores: int = 0
-    worker_memory_mib: int = 0
-    hosts: tuple[tuple[str, int], ...] = ()
-    """Standalone masters as (host, port)."""
-
-
-# The same patterns as Spark's SparkMasterRegex, so nothing is accepted here that Spark refuses.
-_LOCAL = re.compile(r"local(?:\[(?P<threads>[0-9]+|\*)(?:\s*,\s*(?P<failures>[0-9]+))?\])?")
-_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(?P<n>[0-9]+)\s*,\s*(?P<c>[0-9]+)\s*,\s*(?P<m>[0-9]+)\s*\]")
-_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})")
-_K8S = re.compile(r"k8s://(?:https?://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::\d{1,5})?(?:/\S*)?")
-_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
-_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
-_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+_NO_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def available_cpus() -> int:
@@ -115,378 +114,133 @@ def available_cpus() -> int:
 
 
 def parse_master(master: str) -> MasterInfo:
-    """Parse a Spark master URL of an accepted form; :class:`ConnectionSettingsError` otherwise."""
-    value = master.strip()
-
-    def bad(reason: str = "") -> ConnectionSettingsError:
-        return ConnectionSettingsError(f"master: {master!r} is not a Spark master URL{reason}; allowed: {MASTER_FORMS}")
-
-    if match := _LOCAL.fullmatch(value):
-        threads = match.group("threads")
-        if threads is None:
-            return MasterInfo("local", threads=1)
-        if threads == "*":
-            return MasterInfo("local", threads=None)
-        if int(threads) < 1 or (match.group("failures") is not None and int(match.group("failures")) < 1):
-            raise bad(" (threads and max failures must be >= 1)")
-        return MasterInfo("local", threads=int(threads))
-    if match := _LOCAL_CLUSTER.fullmatch(value):
-        n, c, m = (int(match.group(g)) for g in ("n", "c", "m"))
-        if min(n, c, m) < 1:
-            raise bad(" (N, C and M must be >= 1)")
-        return MasterInfo("local-cluster", workers=n, worker_cores=c, worker_memory_mib=m)
-    if value.startswith("spark://"):
-        hosts = []
-        for part in value[len("spark://") :].split(","):
-            match = _HOST_PORT.fullmatch(part.strip())
-            if match is None or not 1 <= int(match.group("port")) <= 65535:
-                raise bad(" (each master needs host:port)")
-            hosts.append((match.group("host"), int(match.group("port"))))
-        return MasterInfo("standalone", hosts=tuple(hosts))
-    if value == "yarn":
-        return MasterInfo("yarn")
-    if _K8S.fullmatch(value):
-        return MasterInfo("k8s")
-    raise bad()
-
-
-def is_secret_conf_key(key: str) -> bool:
-    """Whether a Spark property holds a secret (its value is masked in logs, XCom and the UI)."""
-    return SECRET_KEY_PATTERN.search(key) is not None
-
-
-def redact_url(url: str) -> str:
-    """Replace the password of a URL's user info (``s3://key:secret@bucket``) with ``***``."""
+    """Parse a Spark master URL (``launchers.master``'s rules); :class:`ConnectionSettingsError` otherwise."""
     try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", f":{REDACTED}@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
-
-
-class _FrozenConf(Mapping[str, str]):
-    """Read-only, hashable, picklable Spark properties (MappingProxyType cannot be copied); repr hides secrets."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, str]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> str:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._data.items()))
-
-    def __repr__(self) -> str:
-        # Log maskers redact strings, dicts and lists but format other objects untouched: hide secrets here.
-        return repr({k: REDACTED if is_secret_conf_key(k) else v for k, v in self._data.items()})
-
-    def __reduce__(self) -> tuple[type[_FrozenConf], tuple[dict[str, str]]]:
-        return (_FrozenConf, (self._data,))
-
-
-# Coercers: (name shown in messages, raw value) -> typed value. Each accepts the typed value as well,
-# so ConnectionSettings.__post_init__ can run them again on directly constructed settings.
-
-
-def _integer(where: str, raw: object, *, minimum: int) -> int:
-    value: int | None = None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    elif (isinstance(raw, float) and raw.is_integer()) or (isinstance(raw, str) and _INTEGER.fullmatch(raw)):
-        value = int(raw)
-    if value is None:
-        raise ConnectionSettingsError(f"{where}: {raw!r} is not an integer; allowed: an integer >= {minimum}")
-    if value < minimum:
-        raise ConnectionSettingsError(f"{where}: {raw!r} is out of range; allowed: an integer >= {minimum}")
-    return value
-
-
-def _number(where: str, raw: object, *, minimum: float, below: float | None = None) -> float:
-    allowed = f"a number >= {minimum:g}" if below is None else f"a number in [{minimum:g}, {below:g})"
-    value: float | None = None
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        value = float(raw)
-    elif isinstance(raw, str):
-        try:
-            value = float(raw)
-        except ValueError:
-            value = None
-    if value is None or not math.isfinite(value):
-        raise ConnectionSettingsError(f"{where}: {raw!r} is not a number; allowed: {allowed}")
-    if value < minimum or (below is not None and value >= below):
-        raise ConnectionSettingsError(f"{where}: {raw!r} is out of range; allowed: {allowed}")
-    return value
-
-
-def _boolean(where: str, raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int) and raw in (0, 1):
-        return bool(raw)
-    if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
-        return raw.strip().lower() in _TRUE
-    raise ConnectionSettingsError(f"{where}: {raw!r} is not a boolean; allowed: true, false")
-
-
-def _byte_size(where: str, raw: object, *, minimum: int = 0, why: str = "") -> int:
-    try:
-        value = parse_bytes(cast("int | float | str", raw), what=where)
-    except ValueError:
-        raise ConnectionSettingsError(
-            f"{where}: {raw!r} is not a byte size; allowed: a byte count or a size like '512m', '2g', '1.5GiB'"
-        ) from None
-    if value < minimum:
-        reason = f" ({why})" if why else ""
-        raise ConnectionSettingsError(
-            f"{where}: {raw!r} is too small; allowed: at least {format_bytes(minimum)}{reason}"
-        )
-    return value
-
-
-def _choice(where: str, raw: object, choices: Sequence[str]) -> str:
-    if isinstance(raw, str) and raw.strip().lower() in choices:
-        return raw.strip().lower()
-    _fail(f"{where}: {raw!r} is not one of {', '.join(repr(c) for c in choices)}")
-
-
-def _fail(message: str) -> NoReturn:
-    raise ConnectionSettingsError(message)
-
-
-def _text(where: str, raw: object) -> str:
-    if not isinstance(raw, str) or not raw.strip():
-        _fail(f"{where}: {raw!r} is not a non-empty string")
-    return raw.strip()
-
-
-def _absolute_path(where: str, raw: object) -> str:
-    path = os.path.expanduser(_text(where, raw))
-    if not os.path.isabs(path):
-        _fail(f"{where}: {raw!r} is not an absolute path; allowed: an absolute path such as /opt/spark")
-    return os.path.normpath(path)
-
-
-def _storage_root(where: str, raw: object) -> str:
-    value = _text(where, raw)
-    if _URL_SCHEME.match(value):
-        scheme, rest = value.split("://", 1)
-        if not rest.strip("/") or (scheme.lower() == "file" and not rest.startswith("/")):
-            _fail(f"{where}: {raw!r} has no location after '{scheme}://'; allowed: a URL like s3://bucket/prefix")
-        return f"{scheme.lower()}://{rest.rstrip('/') or '/'}"
-    path = os.path.expanduser(value)
-    if not os.path.isabs(path):
-        _fail(
-            f"{where}: {raw!r} is neither an absolute path nor a URL; allowed: an absolute local path "
-            "(/data/finegrained) or an fsspec URL (s3://bucket/prefix, gs://..., hdfs://..., abfs://..., file:///path)"
-        )
-    return os.path.normpath(path)
-
-
-def _warm_pool(where: str, raw: object) -> str:
-    value = _text(where, raw)
-    if value in WARM_POOL_MODES:
-        return value
-    parts = urlsplit(value)
-    if parts.scheme == "sc" and parts.hostname:
-        return value
-    _fail(
-        f"{where}: {raw!r} is not a warm-pool setting; allowed: {', '.join(repr(m) for m in WARM_POOL_MODES)} "
-        "or a Spark Connect URL like sc://spark-connect:15002"
-    )
-
-
-def _http_url(where: str, raw: object) -> str:
-    value = _text(where, raw)
-    try:
-        parts = urlsplit(value)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        valid = False
-    if not valid:
-        _fail(f"{where}: {raw!r} is not an http(s) URL; allowed: a URL like http://spark-master:8080")
-    return value.rstrip("/")
+        return _parse_master_url(master.strip())
+    except ValueError as exc:
+        raise ConnectionSettingsError(str(exc)) from None
 
 
 def _master(where: str, raw: object) -> str:
-    value = _text(where, raw)
+    value = coercion.text(where, raw)
     try:
         parse_master(value)
     except ConnectionSettingsError as exc:
-        raise ConnectionSettingsError(str(exc).replace("master: ", f"{where}: ", 1)) from None
+        fail(str(exc).replace("master: ", f"{where}: ", 1))
     return value
 
 
-def _spark_conf(where: str, raw: object) -> _FrozenConf:
-    data: object = raw
-    if isinstance(raw, str):
+# -- the model, one class per concern -------------------------------------------------------------------
+
+
+class SettingsModel(BaseModel):
+    """Frozen and strict about names; a bad value raises :class:`ConnectionSettingsError` with every problem."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **values: Any) -> None:
         try:
-            data = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            data = None
-    if not isinstance(data, Mapping):
-        _fail(
-            f"{where}: {raw!r} is not a JSON object; allowed: Spark properties such as "
-            '{"spark.eventLog.enabled": "true"}'
-        )
-    problems = []
-    conf: dict[str, str] = {}
-    for key, value in data.items():
-        name = key.strip() if isinstance(key, str) else key
-        if not isinstance(name, str) or not name.startswith("spark."):
-            problems.append(
-                f"{where}: key {key!r} does not start with 'spark.' (spark-submit ignores it); "
-                "allowed: Spark properties, with Hadoop settings as spark.hadoop.*"
-            )
-        elif name in RESERVED_CONF:
-            problems.append(f"{where}: {name!r} is not allowed here: {RESERVED_CONF[name]}")
-        elif isinstance(value, bool):
-            conf[name] = "true" if value else "false"  # Spark parses lower-case booleans only
-        elif isinstance(value, str | int | float):
-            conf[name] = str(value)
-        else:
-            problems.append(f"{where}: the value of {name!r} is {value!r}; allowed: a string, number or boolean")
-    if problems:
-        raise ConnectionSettingsError(problems)
-    return _FrozenConf(conf)
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConnectionSettingsError(_problems(type(self), exc)) from None
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # Every rendering pydantic offers (repr, str, rich, devtools) goes through here: show no secret.
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            yield name, redact_url(value) if isinstance(value, str) else value
 
 
-def _optional(coerce: Callable[[str, object], object]) -> Callable[[str, object], object]:
-    return lambda where, raw: None if raw is None else coerce(where, raw)
+class ClusterSettings(SettingsModel):
+    """Where Spark runs and how it is reached: the master, the Spark and Java installs, its services."""
 
-
-def _at_least_one(where: str, raw: object) -> int:
-    return _integer(where, raw, minimum=1)
-
-
-def _non_negative(where: str, raw: object) -> int:
-    return _integer(where, raw, minimum=0)
-
-
-def _spark_memory(where: str, raw: object) -> int:
-    return _byte_size(where, raw, minimum=SPARK_MIN_MEMORY, why="Spark's minimum for a JVM")
-
-
-_COERCE: Final[Mapping[str, Callable[[str, object], object]]] = MappingProxyType(
-    {
-        "master": _master,
-        "deploy_mode": lambda w, r: _choice(w, r, DEPLOY_MODES),
-        "storage_root": _storage_root,
-        "total_cores": _at_least_one,
-        "total_memory": lambda w, r: _byte_size(w, r, minimum=1),
-        "executor_cores": _at_least_one,
-        "executor_memory": _spark_memory,
-        "driver_memory": _spark_memory,
-        "min_parallelism": _at_least_one,
-        "max_parallelism": _at_least_one,
-        "avg_bytes_per_task": lambda w, r: _byte_size(w, r, minimum=1),
-        "max_broadcast_ratio": lambda w, r: _number(w, r, minimum=0, below=1),
-        "normalize": lambda w, r: _choice(w, r, NORMALIZE_MODES),
-        "default_source_parallelism": _optional(_at_least_one),
-        "adaptive_query_execution": _boolean,
-        "spark_conf": _spark_conf,
-        "spark_home": _optional(_absolute_path),
-        "java_home": _optional(_absolute_path),
-        "master_webui_url": _optional(_http_url),
-        "min_slots": _optional(_non_negative),
-        "max_slots": _optional(_non_negative),
-        "min_memory": _optional(lambda w, r: _byte_size(w, r)),
-        "max_memory": _optional(lambda w, r: _byte_size(w, r)),
-        "min_cpu": _optional(lambda w, r: _number(w, r, minimum=0)),
-        "max_cpu": _optional(lambda w, r: _number(w, r, minimum=0)),
-        "yarn_resourcemanager_url": _optional(_http_url),
-        "capacity_wait_timeout": lambda w, r: _number(w, r, minimum=0),
-        "capacity_poll_interval": lambda w, r: _number(w, r, minimum=0.1),
-        "history_server_url": _optional(_http_url),
-        "warm_pool": _warm_pool,
-        "warm_idle_timeout": lambda w, r: _number(w, r, minimum=0),
-    }
-)
-_RESOURCE_BOUNDS: Final = ("min_slots", "max_slots", "min_cpu", "max_cpu", "min_memory", "max_memory")
-_URL_FIELDS: Final = ("master", "storage_root", "master_webui_url", "yarn_resourcemanager_url", "history_server_url")
-_NO_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({})
-
-
-@dataclass(frozen=True, kw_only=True, repr=False)
-class ConnectionSettings:
-    """Everything a ``finegrained_spark`` connection says: where Spark runs, its size, the planner's knobs.
-
-    Memory fields are bytes. Construct it with :meth:`from_connection_fields` (coerces strings and
-    derives defaults) or directly with typed values; both validate.
-    """
-
-    master: str
-    deploy_mode: str = "client"
-    storage_root: str
-    total_cores: int
-    total_memory: int
-    executor_cores: int = 2
-    executor_memory: int = 2 * GiB
-    driver_memory: int = 2 * GiB
-    min_parallelism: int = 1
-    max_parallelism: int = 128
-    avg_bytes_per_task: int = DEFAULT_AVG_BYTES_PER_TASK
-    max_broadcast_ratio: float = 0.5
-    normalize: str = "none"
-    default_source_parallelism: int | None = None
-    adaptive_query_execution: bool = True
-    spark_conf: Mapping[str, str] = field(default_factory=lambda: _FrozenConf({}))
-    spark_home: str | None = None
-    java_home: str | None = None
-    master_webui_url: str | None = None
-    min_slots: int | None = None
-    max_slots: int | None = None
-    min_memory: int | None = None
-    max_memory: int | None = None
-    min_cpu: float | None = None
-    max_cpu: float | None = None
-    yarn_resourcemanager_url: str | None = None
-    capacity_wait_timeout: float = 3600.0
-    """Seconds a region waits (deferred) for free capacity before it fails; 0 fails at once."""
-    capacity_poll_interval: float = 15.0
-    history_server_url: str | None = None
-    """A Spark history server's web address: the extra link's target once an application has ended."""
-    warm_pool: str = "off"
-    """``off`` (a spark-submit per region), ``auto`` (a Spark Connect pool the provider starts on demand)
-    or ``sc://host:port`` (an existing Spark Connect server)."""
-    warm_idle_timeout: float = 600.0
-    """Seconds a pool the provider started stays up with nothing to run; 0 keeps it until stopped."""
-    secret_conf_keys: frozenset[str] = field(init=False, default=frozenset())
-    """Keys of ``spark_conf`` whose values are secrets (derived)."""
-
-    def __post_init__(self) -> None:
-        problems: list[str] = []
-        for name, coerce in _COERCE.items():
-            try:
-                object.__setattr__(self, name, coerce(name, getattr(self, name)))
-            except ConnectionSettingsError as exc:
-                problems.extend(exc.problems)
-        if problems:
-            raise ConnectionSettingsError(problems)
-        problems = self._cross_field_problems()
-        if problems:
-            raise ConnectionSettingsError(problems)
-        object.__setattr__(self, "secret_conf_keys", frozenset(k for k in self.spark_conf if is_secret_conf_key(k)))
-
-    # -- derived views -------------------------------------------------------------------------
+    master: Annotated[
+        str,
+        string(
+            "Spark master URL",
+            f"Where Spark runs; the connection's host field. One of {MASTER_FORMS}.",
+            "local[*] or spark://127.0.0.1:7077",
+            check=_master,
+            default_text="local[N] with N = this machine's cores",
+            host_field=True,
+        ),
+    ]
+    deploy_mode: Annotated[
+        Literal["client", "cluster"],
+        choice(
+            "Deploy mode",
+            "Where the Spark driver runs: 'client' (in the Airflow task) or 'cluster' (on the cluster: standalone, "
+            "YARN, Kubernetes; the task follows the driver and kills it when the task is killed). Local masters "
+            "take 'client' only.",
+            "client",
+            choices=DEPLOY_MODES,
+        ),
+    ] = "client"
+    spark_conf: Annotated[
+        Mapping[str, str],
+        json_object(
+            "Extra Spark conf",
+            "JSON object of Spark properties added to every submission. Values of keys containing password, "
+            "secret, token, credential or access key, or ending in .key, are masked in logs, XCom and the UI. "
+            "Properties the planner decides (executor size, shuffle partitions, memory fraction) are refused.",
+            '{"spark.eventLog.enabled": "true"}',
+            check=coercion.spark_conf,
+            sensitive=True,
+            default_text="{}",
+        ),
+    ] = Field(default_factory=lambda: FrozenConf({}))
+    spark_home: Annotated[
+        str | None,
+        string(
+            "SPARK_HOME",
+            "A Spark installation whose bin/spark-submit runs the stages.",
+            "/opt/spark",
+            check=coercion.absolute_path,
+            default_text="the pip-installed pyspark",
+        ),
+    ] = None
+    java_home: Annotated[
+        str | None,
+        string(
+            "JAVA_HOME",
+            "Java 17+ for spark-submit.",
+            "/usr/lib/jvm/java-17-openjdk-amd64",
+            check=coercion.absolute_path,
+            default_text="the worker's JAVA_HOME, else java on PATH",
+        ),
+    ] = None
+    master_webui_url: Annotated[
+        str | None,
+        string(
+            "Master web UI URL",
+            "Spark standalone only: the master's web UI, whose /json/ the connection test and capacity checks read.",
+            "http://127.0.0.1:8080",
+            check=coercion.http_url,
+            default_text="port 8080 of the master's host",
+        ),
+    ] = None
+    yarn_resourcemanager_url: Annotated[
+        str | None,
+        string(
+            "YARN ResourceManager URL",
+            "YARN only: the ResourceManager's web address, whose REST API (/ws/v1/cluster/nodes, /metrics) tells "
+            "the free capacity before a region is submitted. Unset: the declared total_cores/total_memory are used.",
+            "http://resourcemanager:8088",
+            check=coercion.http_url,
+            default_text="none (declared capacity)",
+        ),
+    ] = None
+    history_server_url: Annotated[
+        str | None,
+        string(
+            "Spark history server URL",
+            "Where the stage tasks' 'Spark UI' link points once an application has ended (its driver UI is gone "
+            "then). Unset: the link goes to the live application's UI only.",
+            "http://spark-history:18080",
+            check=coercion.http_url,
+            sensitive=True,  # its user info is sent as basic authentication
+        ),
+    ] = None
 
     @property
     def master_info(self) -> MasterInfo:
@@ -503,9 +257,238 @@ class ConnectionSettings:
         return self.master_kind == "local"
 
     @property
+    def secret_conf_keys(self) -> frozenset[str]:
+        """Keys of ``spark_conf`` whose values are secrets."""
+        return frozenset(k for k in self.spark_conf if is_secret_conf_key(k))
+
+    def webui_json_urls(self) -> list[str]:
+        """Standalone masters' ``/json/`` status URLs: ``master_webui_url``, else port 8080 of each master."""
+        if self.master_kind != "standalone":
+            return []
+        if self.master_webui_url:
+            base = self.master_webui_url
+            return [base if base.endswith("/json") else f"{base}/json/"]
+        return [f"http://{host}:8080/json/" for host, _ in self.master_info.hosts]
+
+
+class StorageSettings(SettingsModel):
+    """Where stage outputs live, and whose credentials the Airflow side uses to reach them."""
+
+    storage_root: Annotated[
+        str,
+        string(
+            "Storage root",
+            "Where stages write their outputs: an absolute local path or an fsspec URL (s3://bucket/prefix, "
+            "gs://, hdfs://, abfs://). Every Airflow worker and Spark executor must reach it.",
+            "s3://my-bucket/finegrained",
+            check=coercion.storage_root,
+            default_text="$AIRFLOW_HOME/finegrained/storage",
+            sensitive=True,  # a URL's user info may hold a password
+        ),
+    ]
+    storage_conn_id: Annotated[
+        str | None,
+        string(
+            "Storage connection id",
+            "The Airflow connection whose credentials the Airflow side uses to read and write the storage root, "
+            "as ObjectStoragePath(conn_id=...) takes it (an aws connection for s3://). Unset: the filesystem's "
+            "own defaults (environment, instance role).",
+            "aws_default",
+            check=coercion.conn_id,
+        ),
+    ] = None
+
+    @property
     def storage_is_local(self) -> bool:
         """Whether ``storage_root`` is a path on this machine's disk (or a ``file://`` URL)."""
-        return not _URL_SCHEME.match(self.storage_root) or self.storage_root.startswith("file://")
+        return not URL_SCHEME.match(self.storage_root) or self.storage_root.startswith("file://")
+
+    @property
+    def storage_scheme(self) -> str:
+        """The storage root's URL scheme, lower case; ``file`` for a local path."""
+        return self.storage_root.split("://", 1)[0] if URL_SCHEME.match(self.storage_root) else "file"
+
+
+class ResourceSettings(SettingsModel):
+    """How big one Spark application may be, the executor shape, and the minimum/maximum resources."""
+
+    total_cores: Annotated[
+        int,
+        integer(
+            "Total cores",
+            "Cores one Spark application may use. Local masters imply it (N of local[N], this machine's cores "
+            "for local[*], N*C for local-cluster[N,C,M]); required for spark://, YARN and Kubernetes.",
+            "16",
+            minimum=1,
+            default_text="implied by a local master; required otherwise",
+        ),
+    ]
+    total_memory: Annotated[
+        int,
+        byte_size(
+            "Total memory",
+            "Memory one Spark application may use, as bytes or a size like 64g. Default: driver_memory for "
+            "local[...]; N*M MiB for local-cluster[N,C,M]; otherwise total_cores / executor_cores executors of "
+            "executor_memory plus Spark's overhead (10%, at least 384 MiB).",
+            "64g",
+            minimum=1,
+            default_text="derived from the master and executor shape",
+        ),
+    ]
+    executor_cores: Annotated[
+        int,
+        integer(
+            "Executor cores",
+            "Cores of one executor for stages without a ResourceSpec (ignored by local[...]).",
+            "2",
+            minimum=1,
+            default_text="2 (C for local-cluster[N,C,M])",
+        ),
+    ] = 2
+    executor_memory: Annotated[
+        int,
+        byte_size(
+            "Executor memory",
+            "Heap of one executor, like 4g (at least 450m, Spark's minimum). Ignored by local[...], where "
+            "driver_memory is all the stages get.",
+            "4g",
+            minimum=SPARK_MIN_MEMORY,
+            why="Spark's minimum for a JVM",
+            default_text="2g (M MiB for local-cluster[N,C,M])",
+        ),
+    ] = 2 * GiB
+    driver_memory: Annotated[
+        int,
+        byte_size(
+            "Driver memory",
+            "spark.driver.memory, like 2g (at least 450m). In local mode this is the memory the stages get.",
+            "2g",
+            minimum=SPARK_MIN_MEMORY,
+            why="Spark's minimum for a JVM",
+        ),
+    ] = 2 * GiB
+    min_slots: Annotated[
+        int | None,
+        integer(
+            "Minimum slots",
+            "Minimum resources: task slots (cores) kept for the pipeline; checked against max_slots in whole "
+            "executors.",
+            "4",
+            minimum=0,
+        ),
+    ] = None
+    max_slots: Annotated[
+        int | None,
+        integer("Maximum slots", "Maximum resources: task slots (cores) the pipeline may hold.", "32", minimum=0),
+    ] = None
+    min_memory: Annotated[
+        int | None,
+        byte_size("Minimum memory", "Minimum resources: executor memory kept for the pipeline, like 8g.", "8g"),
+    ] = None
+    max_memory: Annotated[
+        int | None,
+        byte_size("Maximum memory", "Maximum resources: executor memory the pipeline may hold, like 64g.", "64g"),
+    ] = None
+    min_cpu: Annotated[
+        float | None,
+        number(
+            "Minimum CPU", "Minimum resources: CPU cores kept for the pipeline (may be fractional).", "4", minimum=0
+        ),
+    ] = None
+    max_cpu: Annotated[
+        float | None,
+        number("Maximum CPU", "Maximum resources: CPU cores the pipeline may hold.", "32", minimum=0),
+    ] = None
+    capacity_wait_timeout: Annotated[
+        float,
+        number(
+            "Capacity wait timeout (s)",
+            "When not even a region's minimum fits the free capacity, its task waits (deferred, holding no worker "
+            "slot) this many seconds for capacity to free, then fails naming what it asked and what was free. "
+            "0 fails at once.",
+            "3600",
+            minimum=0,
+        ),
+    ] = 3600.0
+    capacity_poll_interval: Annotated[
+        float,
+        number(
+            "Capacity poll interval (s)",
+            "How often a waiting region asks the cluster for its free capacity.",
+            "15",
+            minimum=0.1,
+        ),
+    ] = 15.0
+
+    def resource_bounds(self) -> ResourceBounds:
+        """The minimum and maximum resources of the connection (unset: no bound)."""
+        return ResourceBounds(
+            min_slots=self.min_slots or 0,
+            max_slots=self.max_slots,
+            min_cpu=self.min_cpu or 0,
+            max_cpu=self.max_cpu,
+            min_memory=self.min_memory or 0,
+            max_memory=self.max_memory,
+        )
+
+
+class ParallelismSettings(SettingsModel):
+    """The adaptive parallelism decision's knobs (FLIP-187), and Spark's AQE inside each stage."""
+
+    min_parallelism: Annotated[
+        int,
+        integer("Minimum parallelism", "Lower bound of a stage's adaptive parallelism.", "1", minimum=1),
+    ] = 1
+    max_parallelism: Annotated[
+        int,
+        integer("Maximum parallelism", "Upper bound of a stage's adaptive parallelism.", "128", minimum=1),
+    ] = 128
+    avg_bytes_per_task: Annotated[
+        int,
+        byte_size(
+            "Bytes per task",
+            "Upstream bytes one task should read; a stage's parallelism is its input bytes divided by this.",
+            "64m",
+            minimum=1,
+        ),
+    ] = DEFAULT_AVG_BYTES_PER_TASK
+    max_broadcast_ratio: Annotated[
+        float,
+        number(
+            "Max broadcast ratio",
+            "Largest share of a task's bytes that broadcast inputs may count for, in [0, 1).",
+            "0.5",
+            minimum=0,
+            below=1,
+        ),
+    ] = 0.5
+    normalize: Annotated[
+        Literal["none", "power_of_two"],
+        choice(
+            "Normalize parallelism",
+            "'none' keeps the computed parallelism; 'power_of_two' rounds it to the nearest power of two.",
+            "none",
+            choices=NORMALIZE_MODES,
+        ),
+    ] = "none"
+    default_source_parallelism: Annotated[
+        int | None,
+        integer(
+            "Default source parallelism",
+            "Parallelism of a source stage whose input size is unknown.",
+            "8",
+            minimum=1,
+            default_text="max_parallelism",
+        ),
+    ] = None
+    adaptive_query_execution: Annotated[
+        bool,
+        boolean(
+            "Adaptive query execution",
+            "Keep Spark AQE on inside each stage as a second, in-query correction of the planned parallelism.",
+            "true",
+        ),
+    ] = True
 
     def parallelism_config(self, **overrides: Any) -> ParallelismConfig:
         """The adaptive-parallelism bounds of these settings, with per-stage ``overrides``."""
@@ -520,16 +503,54 @@ class ConnectionSettings:
         params.update(overrides)
         return ParallelismConfig(**params)
 
-    def resource_bounds(self) -> ResourceBounds:
-        """The minimum and maximum resources of the connection (unset: no bound)."""
-        return ResourceBounds(
-            min_slots=self.min_slots or 0,
-            max_slots=self.max_slots,
-            min_cpu=self.min_cpu or 0,
-            max_cpu=self.max_cpu,
-            min_memory=self.min_memory or 0,
-            max_memory=self.max_memory,
-        )
+
+class WarmPoolSettings(SettingsModel):
+    """Whether regions run in a long-lived Spark Connect server instead of one application each."""
+
+    warm_pool: Annotated[
+        str,
+        string(
+            "Warm pool",
+            "How regions reach Spark: 'off' starts one application per region with spark-submit; 'auto' runs "
+            "them in a long-lived Spark Connect server the provider starts on first use and stops after the idle "
+            "timeout; an sc://host:port URL names an existing Spark Connect server (a ;token=... in it is masked "
+            "like every secret). A region whose executors do not fit the pool's executor shape runs as its own "
+            "application (docs/warm.md).",
+            "auto",
+            check=coercion.warm_pool,
+            default_text="off (the embedded default, with no connection defined: auto)",
+            sensitive=True,  # an sc:// URL may carry ;token=...
+        ),
+    ] = "off"
+    warm_idle_timeout: Annotated[
+        float,
+        number(
+            "Warm pool idle timeout (s)",
+            "A pool the provider started stops after this many seconds with no region running; 0 keeps it until "
+            "stopped with 'finegrained warm stop'.",
+            "600",
+            minimum=0,
+        ),
+    ] = 600.0
+
+
+# Reversed MRO is declaration order: cluster, storage, resources, parallelism, warm pool.
+class ConnectionSettings(WarmPoolSettings, ParallelismSettings, ResourceSettings, StorageSettings, ClusterSettings):
+    """Everything a ``finegrained_spark`` connection says: where Spark runs, its size, the planner's knobs.
+
+    Memory fields are bytes. Construct it with :meth:`from_connection_fields` (coerces strings and
+    derives defaults) or directly with typed values; both validate and raise
+    :class:`ConnectionSettingsError` naming every bad field at once.
+    """
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        problems = self._cross_field_problems()
+        if problems:
+            raise ConnectionSettingsError(problems)
+        return self
+
+    # -- derived views -------------------------------------------------------------------------
 
     def cluster_profile(self) -> ClusterProfile:
         """What one application may use (capped by the maximum resources); in local mode the driver's
@@ -556,42 +577,38 @@ class ConnectionSettings:
             local=False,
         )
 
-    def webui_json_urls(self) -> list[str]:
-        """Standalone masters' ``/json/`` status URLs: ``master_webui_url``, else port 8080 of each master."""
-        if self.master_kind != "standalone":
-            return []
-        if self.master_webui_url:
-            base = self.master_webui_url
-            return [base if base.endswith("/json") else f"{base}/json/"]
-        return [f"http://{host}:8080/json/" for host, _ in self.master_info.hosts]
-
     def secret_values(self) -> list[str]:
-        """Values to register with a log masker: secret Spark properties and URL passwords."""
+        """Values to register with a log masker: secret Spark properties, URL passwords and URL tokens."""
         values = [self.spark_conf[k] for k in sorted(self.secret_conf_keys) if self.spark_conf[k]]
         for name in _URL_FIELDS:
             url = getattr(self, name)
-            if isinstance(url, str) and (password := url_password(url)):
-                values.append(password)
+            if isinstance(url, str):
+                values.extend(url_secrets(url))
         return values
 
     def redacted(self) -> dict[str, Any]:
         """A JSON-safe dict of all settings with secrets replaced by ``***`` (for logs, XCom, the UI)."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "spark_conf":
+        for name in settable_fields():
+            value = getattr(self, name)
+            if name == "spark_conf":
                 value = {k: REDACTED if k in self.secret_conf_keys else v for k, v in sorted(value.items())}
-            elif f.name == "secret_conf_keys":
-                value = sorted(value)
-            elif f.name in _URL_FIELDS and isinstance(value, str):
+            elif isinstance(value, str):
                 value = redact_url(value)
-            out[f.name] = value
+            out[name] = value
+        out["secret_conf_keys"] = sorted(self.secret_conf_keys)
         return out
 
     def __repr__(self) -> str:
-        # The dataclass repr would print secret spark_conf values into any log line that shows settings.
         shown = ", ".join(f"{k}={v!r}" for k, v in self.redacted().items() if k != "secret_conf_keys")
         return f"ConnectionSettings({shown})"
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied, validated like a new instance."""
+        return type(self)(**{**{name: getattr(self, name) for name in settable_fields()}, **changes})
 
     # -- construction from a connection -----------------------------------------------------------
 
@@ -629,20 +646,21 @@ class ConnectionSettings:
 
         master, master_where = _resolve_master(host, port, given, installed, problems)
         values: dict[str, Any] = {}
-        for name, coerce in _COERCE.items():
+        for name in settable_fields():
             if name == "master":
                 continue
+            spec = setting_of(name)
             sources = [(given, name), (installed, f"[finegrained] {name}")]
             if name == "spark_conf":
                 merged: dict[str, str] = {}
                 for source, where in reversed(sources):  # the connection's keys win over the installation's
                     if name in source:
-                        merged.update(_coerce_into(coerce, where, source[name], problems) or {})
+                        merged.update(_coerce_into(spec, where, source[name], problems) or {})
                 values[name] = merged
                 continue
             for source, where in sources:
                 if name in source:
-                    values[name] = _coerce_into(coerce, where, source[name], problems)
+                    values[name] = _coerce_into(spec, where, source[name], problems)
                     break
 
         if password:
@@ -664,7 +682,8 @@ class ConnectionSettings:
 
         if master is None or info is None:
             cpus = available_cpus()
-            master, info = f"local[{cpus}]", MasterInfo("local", threads=cpus)
+            master = f"local[{cpus}]"
+            info = parse_master(master)
         values["master"] = master
         values.setdefault("storage_root", os.path.join(os.path.expanduser(airflow_home), "finegrained", "storage"))
         _derive_capacity(values, info, master, problems)
@@ -752,20 +771,53 @@ class ConnectionSettings:
         return []
 
 
+_RESOURCE_BOUNDS: Final = ("min_slots", "max_slots", "min_cpu", "max_cpu", "min_memory", "max_memory")
+_URL_FIELDS: Final = (
+    "master",
+    "storage_root",
+    "master_webui_url",
+    "yarn_resourcemanager_url",
+    "history_server_url",
+    "warm_pool",
+)
+
+
 def settable_fields() -> tuple[str, ...]:
     """Names a connection (or the ``[finegrained]`` section) may set, in declaration order."""
-    return tuple(f.name for f in fields(ConnectionSettings) if f.init)
+    return tuple(ConnectionSettings.model_fields)
+
+
+def setting_of(name: str) -> Setting:
+    """The declaration (label, description, kind, coercion...) of the setting ``name``."""
+    for item in ConnectionSettings.model_fields[name].metadata:
+        if isinstance(item, Setting):
+            return item
+    raise LookupError(f"{name}: declared without a Setting")  # a field added without metadata: a code bug
 
 
 def field_default(name: str) -> Any:
-    """The dataclass default of a field (``None`` for derived or required ones)."""
-    for f in fields(ConnectionSettings):
-        if f.name == name:
-            if f.default is not MISSING:
-                return f.default
-            if f.default_factory is not MISSING:
-                return f.default_factory()
-    return None
+    """The model's default of a field (``None`` for derived or required ones)."""
+    info = ConnectionSettings.model_fields.get(name)
+    if info is None or info.is_required():
+        return None
+    return info.get_default(call_default_factory=True)
+
+
+def _problems(model: type[BaseModel], error: ValidationError) -> list[str]:
+    """One message per problem pydantic collected: ours as raised, its own (missing, unknown) reworded."""
+    problems: list[str] = []
+    for item in error.errors(include_url=False):
+        cause = item.get("ctx", {}).get("error")
+        name = ".".join(str(part) for part in item["loc"])
+        if isinstance(cause, ConnectionSettingsError):
+            problems.extend(cause.problems)
+        elif item["type"] == "missing":
+            problems.append(f"{name}: required; allowed: {setting_of(name).description}")
+        elif item["type"] == "extra_forbidden":
+            problems.append(f"{name}: unknown setting; known: {', '.join(model.model_fields)}")
+        else:  # not expected: every field validates with our coercers
+            problems.append(f"{name or model.__name__}: {item['msg']}")
+    return problems
 
 
 def _clean(raw: Mapping[str, Any], what: str, problems: list[str]) -> dict[str, Any]:
@@ -786,9 +838,9 @@ def _clean(raw: Mapping[str, Any], what: str, problems: list[str]) -> dict[str, 
     return cleaned
 
 
-def _coerce_into(coerce: Callable[[str, object], object], where: str, raw: object, problems: list[str]) -> Any:
+def _coerce_into(spec: Setting, where: str, raw: object, problems: list[str]) -> Any:
     try:
-        return coerce(where, raw)
+        return spec.parse(where, raw)
     except ConnectionSettingsError as exc:
         problems.extend(exc.problems)
         return None

@@ -239,4 +239,5 @@ def test_wired_form_as_the_ui_api_serves_it() -> None:
         "title": "Maximum parallelism",
     }
     assert meta["extra_fields"]["max_parallelism"]["value"] is None  # unset: [finegrained] still applies
-    assert len(meta["extra_fields"]) == 30
+    assert len(meta["extra_fields"]) == 31
+    assert meta["extra_fields"]["storage_conn_id"]["schema"]["title"] == "Storage connection id"

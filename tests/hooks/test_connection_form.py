@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from airflow_provider_finegrained.hooks.connection_form import FIELDS, config_section, connection_types
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings, settable_fields
+from airflow_provider_finegrained.hooks.settings import ConnectionSettings, settable_fields, setting_of
 from airflow_provider_finegrained.planning import parse_bytes
 
 AIRFLOW_DIR = Path(airflow.__file__).parent
@@ -135,3 +135,52 @@ def test_no_field_text_holds_angle_brackets() -> None:
     for f in FIELDS:
         for text in (f.label, f.description, f.placeholder, f.default):
             assert "<" not in text and ">" not in text, (f.name, text)
+
+
+def test_form_and_config_come_from_the_settings_declarations(entry: dict[str, Any]) -> None:
+    # One declaration per setting: the form's label/description/example and the config option are its metadata.
+    options = config_section()["finegrained"]["options"]
+    for name in EXTRA_FIELDS:
+        spec = setting_of(name)
+        field = entry["conn-fields"][name]
+        assert field["label"] == spec.label, name
+        assert field["description"].startswith(spec.description), name
+        assert entry["ui-field-behaviour"]["placeholders"][name] == spec.example, name
+        assert options[name]["description"] == field["description"], name
+        assert options[name]["example"] == spec.example, name
+        assert options[name].get("sensitive", False) is spec.sensitive, name
+    assert [f.name for f in FIELDS] == list(settable_fields())
+    assert [f.name for f in FIELDS if f.host_field] == ["master"]
+
+
+def test_storage_conn_id_is_in_the_form_and_the_config(entry: dict[str, Any]) -> None:
+    field = entry["conn-fields"]["storage_conn_id"]
+    assert field["label"] == "Storage connection id"
+    assert "ObjectStoragePath(conn_id=...)" in field["description"]
+    assert field["description"].endswith("Default: none.")
+    assert field["schema"] == {"type": ["string", "null"], "examples": ["aws_default"]}
+    assert config_section()["finegrained"]["options"]["storage_conn_id"]["type"] == "string"
+
+
+def test_settings_that_may_hold_credentials_are_sensitive_options() -> None:
+    options = config_section()["finegrained"]["options"]
+    sensitive = sorted(name for name, option in options.items() if option.get("sensitive"))
+    assert sensitive == ["history_server_url", "spark_conf", "storage_root", "warm_pool"]
+
+
+@pytest.mark.parametrize(
+    ("name", "default"),
+    [
+        ("max_parallelism", "128"),
+        ("avg_bytes_per_task", "64m"),
+        ("driver_memory", "2g"),
+        ("max_broadcast_ratio", "0.5"),
+        ("capacity_wait_timeout", "3600"),
+        ("adaptive_query_execution", "true"),
+        ("normalize", "none"),
+        ("history_server_url", "none"),
+        ("executor_memory", "2g (M MiB for local-cluster[N,C,M])"),
+    ],
+)
+def test_defaults_in_words_come_from_the_model(name: str, default: str) -> None:
+    assert next(f for f in FIELDS if f.name == name).default == default

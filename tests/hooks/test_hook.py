@@ -237,6 +237,21 @@ def test_password_and_storage_url_password_are_masked(
     assert "AKIDEXAMPLE:***@bucket" in caplog.text
 
 
+def test_warm_pool_connect_token_is_masked_in_logs(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    masked_log: logging.Logger,
+) -> None:
+    token = "sc-token-5b2e9d"
+    set_connection(monkeypatch, "fg_sc", host="local[1]", extra={"warm_pool": f"sc://127.0.0.1:15002/;token={token}"})
+    settings = FineGrainedSparkHook("fg_sc").get_settings()
+    assert token not in hook_log(capfd)  # the hook's own line shows the redacted settings
+    masked_log.info("pool: %s; settings: %s", settings.warm_pool, settings)
+    assert token not in caplog.text  # registered with the masker, so even the raw URL is hidden
+    assert "sc://127.0.0.1:15002/;token=***" in caplog.text
+
+
 def test_the_hook_logs_only_redacted_settings(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import pickle
 import subprocess
@@ -12,14 +11,22 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_finegrained import secrets
+from airflow_provider_finegrained.hooks.setting import Setting
 from airflow_provider_finegrained.hooks.settings import (
+    ClusterSettings,
     ConnectionSettings,
     ConnectionSettingsError,
+    ParallelismSettings,
+    ResourceSettings,
+    StorageSettings,
+    WarmPoolSettings,
     available_cpus,
     is_secret_conf_key,
     parse_master,
     redact_url,
     settable_fields,
+    setting_of,
 )
 from airflow_provider_finegrained.planning import DEFAULT_AVG_BYTES_PER_TASK, ParallelismConfig
 
@@ -73,7 +80,7 @@ def test_embedded_default_is_local_spark_on_this_machine() -> None:
     assert settings.deploy_mode == "client" and settings.spark_home is None and settings.java_home is None
     assert settings.warm_pool == "off"  # a defined connection without the field runs cold
     embedded = ConnectionSettings.embedded_default(airflow_home=HOME)
-    assert embedded == dataclasses.replace(settings, warm_pool="auto")
+    assert embedded == settings.replace(warm_pool="auto")
 
 
 def test_embedded_default_runs_warm_unless_the_config_section_says_otherwise() -> None:
@@ -382,7 +389,8 @@ def test_spark_conf_refuses_properties_that_fields_or_the_planner_own(key: str, 
 def test_unknown_extras_are_named_with_a_suggestion_and_the_known_list() -> None:
     message = problems(max_paralelism="8", colour="blue")
     assert "max_paralelism: unknown connection extra (did you mean 'max_parallelism'?)" in message
-    assert "colour: unknown connection extra; known: master, deploy_mode, storage_root" in message
+    # Known names are listed in declaration order, grouped by concern (cluster first, then storage...).
+    assert "colour: unknown connection extra; known: master, deploy_mode, spark_conf" in message
     for name in settable_fields():
         assert name in message
 
@@ -522,23 +530,10 @@ def test_secret_conf_keys(key: str, secret: bool) -> None:
     assert is_secret_conf_key(key) is secret
 
 
-def test_secret_rule_matches_spark_submit_log_redaction() -> None:
-    # What the connection masks and what the submit log redacts must be the same keys.
-    submit = pytest.importorskip("airflow_provider_finegrained.spark.submit")
-    keys = [
-        "spark.a.password",
-        "spark.b.Secret",
-        "spark.c.token",
-        "spark.d.credentials",
-        "spark.e.access.key",
-        "spark.f.accessKey",
-        "spark.g.key",
-        "spark.h.key.acct",
-        "spark.i.keys",
-        "spark.j.keyStore",
-        "spark.k",
-    ]
-    assert [is_secret_conf_key(k) for k in keys] == [submit.is_secret_key(k) for k in keys]
+def test_secret_rules_are_the_shared_module_s() -> None:
+    # One definition (airflow_provider_finegrained.secrets): the settings re-export it, they do not copy it.
+    assert is_secret_conf_key is secrets.is_secret_key
+    assert redact_url is secrets.redact_url
 
 
 def test_redacted_masks_secrets_and_is_json_safe() -> None:
@@ -569,6 +564,38 @@ def test_redacted_masks_secrets_and_is_json_safe() -> None:
     assert redacted["secret_conf_keys"] == ["spark.authenticate.secret", "spark.hadoop.fs.s3a.secret.key"]
     assert set(redacted) == {*settable_fields(), "secret_conf_keys"}
     assert sorted(settings.secret_values()) == ["s3cr3tpass", "standalone-shared-secret", "wJalrXUtnFEMI"]
+
+
+TOKEN = "c0nnect-t0ken-4f9a"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"sc://127.0.0.1:15002/;token={TOKEN}", f"sc://pool.example.com:15002/;user_id=ada;token={TOKEN};use_ssl=true"],
+)
+def test_spark_connect_token_in_warm_pool_is_masked_everywhere(url: str) -> None:
+    settings = parse(warm_pool=url)
+    assert settings.warm_pool == url  # the launcher still connects with it
+    assert TOKEN in settings.secret_values()  # so the hook registers it with Airflow's masker
+    redacted = settings.redacted()
+    assert redacted["warm_pool"] == url.replace(TOKEN, "***")
+    for rendering in (json.dumps(redacted), repr(settings), str(settings), f"{settings}", repr([settings])):
+        assert TOKEN not in rendering
+
+
+def test_a_refused_warm_pool_url_does_not_leak_its_token() -> None:
+    # No "/" before the parameters: Spark Connect's client refuses it, and so does the setting.
+    message = problems(warm_pool=f"sc://h:15002;token={TOKEN}")
+    assert "warm_pool: 'sc://h:15002;token=***' is not a warm-pool setting" in message
+    assert "sc://spark-connect:15002/;token=..." in message
+    assert TOKEN not in message
+
+
+def test_secret_text_in_a_broken_spark_conf_is_not_repeated() -> None:
+    message = problems(spark_conf='{"spark.authenticate.secret": "hunter22"')  # missing brace
+    assert "spark_conf: a str (not shown) is not a JSON object" in message
+    assert "hunter22" not in message
+    assert "spark_conf: the value of 'spark.a.token' is ***; allowed" in problems(spark_conf={"spark.a.token": ["x"]})
 
 
 def test_password_and_spark_conf_secret_conflict() -> None:
@@ -633,3 +660,102 @@ def test_storage_is_local() -> None:
     assert parse(storage_root="/data").storage_is_local
     assert parse(storage_root="file:///data").storage_is_local
     assert not parse(storage_root="gs://bucket/x").storage_is_local
+
+
+# -- one declaration per setting, grouped by concern -----------------------------------------------------
+
+
+CONCERNS = (ClusterSettings, StorageSettings, ResourceSettings, ParallelismSettings, WarmPoolSettings)
+
+
+def test_every_setting_is_declared_once_in_one_concern() -> None:
+    declared = [name for concern in CONCERNS for name in concern.model_fields]
+    assert len(declared) == len(set(declared))
+    assert tuple(declared) == settable_fields()  # ConnectionSettings adds none of its own
+    for name in settable_fields():
+        spec = setting_of(name)
+        assert isinstance(spec, Setting) and spec.label and spec.description and spec.example, name
+
+
+@pytest.mark.parametrize(
+    ("concern", "names"),
+    [
+        (ClusterSettings, {"master", "deploy_mode", "spark_conf", "spark_home", "java_home", "history_server_url"}),
+        (StorageSettings, {"storage_root", "storage_conn_id"}),
+        (ResourceSettings, {"total_cores", "executor_memory", "min_slots", "max_cpu", "capacity_wait_timeout"}),
+        (ParallelismSettings, {"min_parallelism", "avg_bytes_per_task", "normalize", "adaptive_query_execution"}),
+        (WarmPoolSettings, {"warm_pool", "warm_idle_timeout"}),
+    ],
+)
+def test_concerns_hold_their_settings(concern: type[Any], names: set[str]) -> None:
+    assert names <= set(concern.model_fields)
+
+
+def test_a_concern_validates_alone_with_the_same_coercion() -> None:
+    parallelism = ParallelismSettings(max_parallelism="16", avg_bytes_per_task="32m", normalize="POWER_OF_TWO")
+    assert (parallelism.max_parallelism, parallelism.avg_bytes_per_task, parallelism.normalize) == (
+        16,
+        32 * MiB,
+        "power_of_two",
+    )
+    assert parallelism.parallelism_config().bounds == (1, 16)
+    with pytest.raises(ConnectionSettingsError) as info:
+        WarmPoolSettings(warm_pool="on", warm_idle_timeout="-1")
+    assert [p.split(":")[0] for p in info.value.problems] == ["warm_pool", "warm_idle_timeout"]
+
+
+def test_direct_construction_names_missing_and_unknown_settings() -> None:
+    with pytest.raises(ConnectionSettingsError) as info:
+        ConnectionSettings(master="local[2]", storage_root="/data", total_memory=GiB, colour="blue")
+    assert info.value.problems[0].startswith("total_cores: required; allowed: Cores one Spark application may use")
+    assert info.value.problems[1].startswith("colour: unknown setting; known: master, deploy_mode, ")
+
+
+def test_settings_are_frozen() -> None:
+    settings = parse()
+    with pytest.raises(Exception, match="frozen"):
+        settings.max_parallelism = 3  # type: ignore[misc]
+
+
+def test_replace_validates_like_a_new_instance() -> None:
+    settings = parse("local[4]")
+    assert settings.replace(max_parallelism="8").max_parallelism == 8
+    with pytest.raises(ConnectionSettingsError, match="total_cores: 8 is more than master 'local\\[4\\]' runs"):
+        settings.replace(total_cores=8)
+
+
+# -- storage_conn_id --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("aws_default", "aws_default"), (" my-s3.conn ", "my-s3.conn"), ("team/s3:prod", "team/s3:prod")],
+)
+def test_storage_conn_id_is_a_connection_id(raw: str, expected: str) -> None:
+    settings = parse(storage_root="s3://lake/fg", storage_conn_id=raw)
+    assert settings.storage_conn_id == expected
+    assert (settings.storage_scheme, settings.storage_is_local) == ("s3", False)
+
+
+def test_storage_conn_id_defaults_to_none_and_may_come_from_the_config() -> None:
+    assert parse().storage_conn_id is None
+    assert parse(defaults={"storage_conn_id": "aws_lake"}).storage_conn_id == "aws_lake"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("my conn", "storage_conn_id: 'my conn' is not an Airflow connection id; allowed: up to 250 letters"),
+        ("x" * 251, "is not an Airflow connection id"),
+        (42, "storage_conn_id: 42 is not a non-empty string"),
+    ],
+)
+def test_bad_storage_conn_id_names_value_and_allowed(raw: Any, expected: str) -> None:
+    assert expected in problems(storage_conn_id=raw)
+
+
+@pytest.mark.parametrize(
+    ("root", "scheme"), [("/data", "file"), ("file:///data", "file"), ("S3A://b/p", "s3a"), ("gs://b", "gs")]
+)
+def test_storage_scheme(root: str, scheme: str) -> None:
+    assert parse(storage_root=root).storage_scheme == scheme
