@@ -23,7 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", dest="fmt", action="store_const", const="json", help="print JSON")
     output.add_argument("--dot", dest="fmt", action="store_const", const="dot", help="print Graphviz DOT")
     plan.add_argument(
-        "--all-sources-in-one-region", action="store_true", help="put every source stage into one region (FLIP-53)"
+        "--all-sources-in-one-region",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="put every source stage into one region (FLIP-53), or not (--no-...); default: what each DAG "
+        "declares with all_sources_in_one_region(dag), as its runs do",
     )
     plan.set_defaults(fmt="table", handler=_plan)
     size.add_parser(commands)

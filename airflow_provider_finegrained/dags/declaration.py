@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_finegrained.planning import Distribution, ExchangeMode, ResourceSpec, StageSpec
+from airflow_provider_finegrained.planning import Distribution, ExchangeMode, ResourceSpec, StageGraphError, StageSpec
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,60 @@ class StageDeclarationMixin:
             slot_sharing_group=slot_sharing_group,
             memory_weight=memory_weight,
         )
+        dag = getattr(self, "dag", None)
+        if not declared and declares_all_sources_in_one_region(dag):
+            # FLIP-53's virtual source: every source stage joins the region of the DAG's first one.
+            first = next((t for t in _source_stages(dag) if t is not self), None)
+            if first is not None:
+                pipelined_from.append(first)
         _wire_region(self, pipelined_from, blocking_from)
         return self.stage_spec
+
+
+ALL_SOURCES_ATTRIBUTE = "finegrained_all_sources_in_one_region"
+"""The DAG attribute :func:`all_sources_in_one_region` sets and the reader reads."""
+
+
+def all_sources_in_one_region(dag: Any) -> None:
+    """Run every source stage of ``dag`` (one without stage inputs) in one pipelined region (FLIP-53).
+
+    Call it in the DAG file, inside or after the ``with DAG(...) as dag:`` block, before or after the
+    stages are declared. The run and ``python -m airflow_provider_finegrained plan`` both read it,
+    and the region's first source stage becomes the leader the other sources run after.
+    """
+    if not hasattr(dag, "task_dict") or not hasattr(dag, "dag_id"):
+        raise TypeError(f"all_sources_in_one_region needs an Airflow DAG, got {type(dag).__name__}")
+    setattr(dag, ALL_SOURCES_ATTRIBUTE, True)
+    sources = _source_stages(dag)
+    for source in sources[1:]:
+        root, leader = _region_root(source), _region_root(sources[0])
+        if root is leader:
+            continue
+        if root.task_id in leader.get_flat_relative_ids(upstream=True):
+            # The leader already waits for this source's region (a blocking input of a member); it
+            # cannot also run before it. Declared first, the source would have joined the region.
+            raise StageGraphError(
+                f"DAG {dag.dag_id!r}: all_sources_in_one_region: stage {leader.task_id!r} (the region's first "
+                f"source) already runs after stage {root.task_id!r}; call all_sources_in_one_region(dag) "
+                "before declaring the stages"
+            )
+        _merge_regions(root, [sources[0]])
+
+
+def declares_all_sources_in_one_region(dag: Any) -> bool:
+    """Whether the DAG declared :func:`all_sources_in_one_region`."""
+    return getattr(dag, ALL_SOURCES_ATTRIBUTE, False) is True
+
+
+def _source_stages(dag: Any) -> list[Any]:
+    """The DAG's stage tasks without stage inputs, in the order they were created."""
+    return [
+        task
+        for task in dag.tasks
+        if isinstance(getattr(task, "stage_spec", None), StageSpec)
+        and not task.stage_spec.inputs
+        and hasattr(task, "_finegrained_region_parent")
+    ]
 
 
 def _region_root(task: Any) -> Any:
@@ -143,6 +195,11 @@ def _wire_region(task: Any, pipelined_from: list[Any], blocking_from: list[Any])
     """
     task._finegrained_region_parent = task
     task._finegrained_region_blocking = list(blocking_from)
+    _merge_regions(task, pipelined_from)
+
+
+def _merge_regions(task: Any, pipelined_from: list[Any]) -> None:
+    """Merge ``task``'s region with the regions of the stages it reads from pipelined."""
     roots = {id(r): r for r in (_region_root(u) for u in pipelined_from if hasattr(u, "stage_spec"))}
     if not roots:
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from airflow_provider_finegrained.dags.declaration import declares_all_sources_in_one_region
 from airflow_provider_finegrained.planning import DagPlan, StageGraphError, StageSpec, plan_stages
 
 STAGE_ATTRIBUTE = "stage_spec"
@@ -77,6 +78,13 @@ def _check_output_paths(dag: Any) -> None:
         writers[path] = task.task_id
 
 
-def read_dag(dag: Any, *, all_sources_in_one_region: bool = False) -> DagPlan:
-    """Validate the DAG's stages and return their parse-time plan."""
+def read_dag(dag: Any, *, all_sources_in_one_region: bool | None = None) -> DagPlan:
+    """Validate the DAG's stages and return their parse-time plan.
+
+    ``all_sources_in_one_region`` defaults to what the DAG declares with
+    :func:`~airflow_provider_finegrained.dags.declaration.all_sources_in_one_region` (what a run uses);
+    True or False overrides it, to see the plan either way.
+    """
+    if all_sources_in_one_region is None:
+        all_sources_in_one_region = declares_all_sources_in_one_region(dag)
     return plan_stages(stage_specs(dag), dag_id=dag.dag_id, all_sources_in_one_region=all_sources_in_one_region)

@@ -10,7 +10,11 @@ import pytest
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 
-from airflow_provider_finegrained.dags.declaration import Input
+from airflow_provider_finegrained.dags.declaration import (
+    Input,
+    all_sources_in_one_region,
+    declares_all_sources_in_one_region,
+)
 from airflow_provider_finegrained.dags.reader import read_dag, stage_specs
 from airflow_provider_finegrained.operators.declared_stage import DeclaredStageOperator as Stage
 from airflow_provider_finegrained.planning import StageGraphError
@@ -161,3 +165,74 @@ def test_region_leader_runs_after_every_blocking_input_of_its_members() -> None:
     assert "c" in dag.get_task("a").upstream_task_ids  # the leader waits for its members' blocking inputs
     assert "a" in dag.get_task("a2").upstream_task_ids  # every member runs after the leader
     assert {"a", "b", "a2"} <= dag.get_task("d").get_flat_relative_ids(upstream=True)
+
+
+def _two_sources_and_a_join(declare_first: bool) -> DAG:
+    with DAG(f"reader_all_sources_{declare_first}", schedule=None, start_date=START) as dag:
+        if declare_first:
+            all_sources_in_one_region(dag)
+        a = Stage(task_id="a")
+        b = Stage(task_id="b")
+        Stage(task_id="c", inputs={"x": a, "y": b})
+    if not declare_first:
+        all_sources_in_one_region(dag)
+    return dag
+
+
+@pytest.mark.parametrize("declare_first", [True, False], ids=["declared-before-stages", "declared-after"])
+def test_all_sources_in_one_region_declared_on_the_dag(declare_first: bool) -> None:
+    dag = _two_sources_and_a_join(declare_first)
+    assert declares_all_sources_in_one_region(dag)
+    # The reader takes the DAG's declaration: both sources in the first region, led by 'a'.
+    assert read_dag(dag).regions == {"region-1": ("a", "b"), "region-2": ("c",)}
+    # 'a' runs the region as one application, so 'b' (a member) runs after it.
+    assert "a" in dag.get_task("b").upstream_task_ids
+    # An explicit argument overrides the declaration (what the CLI's --no-all-sources-in-one-region does).
+    assert read_dag(dag, all_sources_in_one_region=False).regions == {
+        "region-1": ("a",),
+        "region-2": ("b",),
+        "region-3": ("c",),
+    }
+
+
+def test_without_the_declaration_sources_keep_their_own_regions() -> None:
+    with DAG("reader_sources_apart", schedule=None, start_date=START) as dag:
+        a = Stage(task_id="a")
+        b = Stage(task_id="b")
+        Stage(task_id="c", inputs={"x": a, "y": b})
+    assert not declares_all_sources_in_one_region(dag)
+    assert read_dag(dag).regions == {"region-1": ("a",), "region-2": ("b",), "region-3": ("c",)}
+    assert dag.get_task("b").upstream_task_ids == set()
+    assert read_dag(dag, all_sources_in_one_region=True).regions == {"region-1": ("a", "b"), "region-2": ("c",)}
+
+
+def test_all_sources_region_absorbs_pipelined_consumers_and_keeps_blocking_inputs_inside() -> None:
+    with DAG("reader_all_sources_wiring", schedule=None, start_date=START) as dag:
+        all_sources_in_one_region(dag)
+        a = Stage(task_id="a")
+        c = Stage(task_id="c")
+        Stage(task_id="b", inputs={"x": Input(a, mode="pipelined"), "y": c})
+        Stage(task_id="d", inputs={"z": "b"})
+    plan = read_dag(dag)
+    # Sources a and c join one region; b reads a pipelined, so it joins too; c -> b is blocking inside it.
+    assert plan.regions == {"region-1": ("a", "c", "b"), "region-2": ("d",)}
+    assert "a" in dag.get_task("c").upstream_task_ids
+    assert "c" not in dag.get_task("a").get_flat_relative_ids(upstream=True)  # no cycle: c is a member now
+    dag.check_cycle()  # Airflow's own check agrees
+
+
+def test_all_sources_declared_after_a_source_became_a_blocking_input_names_the_fix() -> None:
+    with DAG("reader_all_sources_late", schedule=None, start_date=START) as dag:
+        a = Stage(task_id="a")
+        c = Stage(task_id="c")
+        Stage(task_id="b", inputs={"x": Input(a, mode="pipelined"), "y": c})
+    # c already runs before a (a leads b's region and waits for b's blocking input c).
+    with pytest.raises(
+        StageGraphError, match=r"stage 'a' .* already runs after stage 'c'; call all_sources_in_one_region"
+    ):
+        all_sources_in_one_region(dag)
+
+
+def test_all_sources_in_one_region_needs_a_dag() -> None:
+    with pytest.raises(TypeError, match="needs an Airflow DAG, got str"):
+        all_sources_in_one_region("my_dag")
