@@ -11,7 +11,7 @@ import socket
 import subprocess
 import urllib.parse
 import urllib.request
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -21,7 +21,16 @@ from airflow_provider_finegrained.hooks.settings import (
     ConnectionSettingsError,
     settable_fields,
 )
+from airflow_provider_finegrained.hooks.storage_options import (
+    StorageConnection,
+    secret_option_values,
+    storage_options,
+)
 from airflow_provider_finegrained.planning import format_bytes
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.capacity.sources import ClusterCapacity
+    from airflow_provider_finegrained.planning import WorkerCapacity
 
 CONN_TYPE = "finegrained_spark"
 ACCEPTED_CONN_TYPES = (CONN_TYPE, "generic")
@@ -150,6 +159,36 @@ class FineGrainedSparkHook(BaseHook):
                 settings.storage_root,
                 settings.master,
             )
+
+    def storage_options(self) -> dict[str, Any]:
+        """fsspec options for the storage root's filesystem, from the connection ``storage_conn_id`` names.
+
+        Empty when ``storage_conn_id`` is unset or the root is local. The credentials it returns are
+        registered with Airflow's secrets masker and never logged; see ``hooks.storage_options`` for the
+        mapping per scheme (s3 from an ``aws`` connection, gs from a ``google_cloud_platform`` one).
+        """
+        settings = self.get_settings()
+        conn_id = settings.storage_conn_id
+        if conn_id is None or settings.storage_is_local:
+            return {}
+        try:
+            conn = self.get_connection(conn_id)
+        except AirflowNotFoundException:
+            raise ConnectionSettingsError(
+                f"storage_conn_id: connection {conn_id!r} (named by {self.finegrained_spark_conn_id!r}) is not "
+                "defined; allowed: the id of an Airflow connection holding the storage root's credentials"
+            ) from None
+        if conn.password:
+            self._mask(conn.password)
+        try:
+            extra = _extras(conn.extra)
+        except ConnectionSettingsError as exc:
+            raise ConnectionSettingsError(f"storage_conn_id: connection {conn_id!r}: {exc}") from None
+        stored = StorageConnection(conn_id, conn.conn_type, conn.login, conn.password, extra)
+        options = storage_options(settings.storage_scheme, stored)
+        for value in secret_option_values(options):
+            self._mask(value)
+        return options
 
     def test_connection(self) -> tuple[bool, str]:
         """Check the settings, Java, the master and every service the connection names; one readable message.
@@ -301,10 +340,19 @@ def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check
     return [_reachable_check(what, capacity), _fit_check(settings, capacity, overhead, least_slots)]
 
 
-def _reachable_check(what: str, capacity: Any) -> Check:
+def _total_cores(worker: WorkerCapacity) -> int:
+    # A source that reports no totals (None) knows only what is free: that is the most it can show.
+    return worker.free_cores if worker.total_cores is None else worker.total_cores
+
+
+def _total_memory(worker: WorkerCapacity) -> int:
+    return worker.free_memory if worker.total_memory is None else worker.total_memory
+
+
+def _reachable_check(what: str, capacity: ClusterCapacity) -> Check:
     workers = capacity.workers
-    cores = sum(w.total_cores for w in workers)
-    memory = sum(w.total_memory for w in workers)
+    cores = sum(_total_cores(w) for w in workers)
+    memory = sum(_total_memory(w) for w in workers)
     text = (
         f"{what} reachable, {len(workers)} alive worker(s), {capacity.total_free_cores} of {cores} core(s) and "
         f"{format_bytes(capacity.total_free_memory)} of {format_bytes(memory)} free ({capacity.source})"
@@ -314,20 +362,21 @@ def _reachable_check(what: str, capacity: Any) -> Check:
     return Check("master", True, text)
 
 
-def _fit_check(settings: ConnectionSettings, capacity: Any, overhead: int, least_slots: int) -> Check:
+def _fit_check(settings: ConnectionSettings, capacity: ClusterCapacity, overhead: int, least_slots: int) -> Check:
     cores, memory = settings.executor_cores, settings.executor_memory + overhead
     shape = f"{cores} core(s), {format_bytes(memory)}" + (" with overhead" if overhead else "")
-    per_worker = [min(w.total_cores // cores, w.total_memory // memory) for w in capacity.workers]
+    per_worker = [min(_total_cores(w) // cores, _total_memory(w) // memory) for w in capacity.workers]
     fitting = sum(1 for n in per_worker if n)
     if not capacity.workers:
         return Check("executor", False, f"one executor of {shape} has no worker to run on")
     if not fitting:
-        biggest = max(capacity.workers, key=lambda w: (w.total_memory, w.total_cores))
+        biggest = max(capacity.workers, key=lambda w: (_total_memory(w), _total_cores(w)))
         return Check(
             "executor",
             False,
             f"no worker can hold one executor of {shape} (executor_cores, executor_memory; the largest has "
-            f"{biggest.total_cores} core(s), {format_bytes(biggest.total_memory)}): applications would wait forever",
+            f"{_total_cores(biggest)} core(s), {format_bytes(_total_memory(biggest))}): applications would wait "
+            "forever",
         )
     free_now = sum(1 for w in capacity.workers if w.free_cores >= cores and w.free_memory >= memory)
     text = f"one executor of {shape} fits {fitting} of {len(capacity.workers)} worker(s) ({free_now} with room now)"
