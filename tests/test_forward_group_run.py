@@ -209,3 +209,12 @@ def test_group_bounds_without_a_power_of_two_name_the_group() -> None:
     plan = plan_stages([S("a", min_parallelism=5), S("b", {"x": {"upstream": "a", **FWD}}, max_parallelism=7)])
     with pytest.raises(ValueError, match=r"forward group \['a', 'b'\] \(bounds \[5, 7\]\): normalize='power_of_two'"):
         decide_region(plan, "region-1", {"a": source(50)}, configs(plan, normalize="power_of_two"), NO_FLOOR)
+
+
+def test_a_fixed_group_needs_no_power_of_two_between_its_bounds() -> None:
+    # Bounds [5, 7] hold no power of two, but nothing is decided: the fixed 6 (within them) runs.
+    plan = plan_stages(
+        [S("a", parallelism=6, min_parallelism=5), S("b", {"x": {"upstream": "a", **FWD}}, max_parallelism=7)]
+    )
+    decision = decide_region(plan, "region-1", {"a": source(50)}, configs(plan, normalize="power_of_two"), NO_FLOOR)
+    assert {n: t.parallelism for n, t in decision.traces.items()} == {"a": 6, "b": 6}

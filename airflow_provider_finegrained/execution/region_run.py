@@ -92,7 +92,12 @@ def decide_region(
         if group not in group_bounds:
             group_bounds[group] = _group_bounds(plan.forward_groups[group], config_for)
         bounds = group_bounds[group]
-        decision = explain_parallelism(consumed, _within(config, bounds, plan.forward_groups[group]))
+        decides = stage.fixed_parallelism is None and group not in group_choice
+        # Only the stage that decides for its group decides within the group's bounds; the explanation
+        # of the others (computed from their own bytes and bounds) stays in their traces.
+        decision = explain_parallelism(
+            consumed, _within(config, bounds, plan.forward_groups[group]) if decides else config
+        )
         parallelism, rule = decision.parallelism, decision.rule
         low, high = (config.min_parallelism, config.max_parallelism) if bounds is None else (bounds.low, bounds.high)
         leads = False
