@@ -2,16 +2,20 @@
 
 One region is one Spark application. The job lists its stages in order with their inputs and
 per-stage session settings; the driver writes one status file per stage into the job's folder.
-Pure Python: the operator writes it, the driver reads it.
+Pure Python: the operator writes it, the driver reads it. The folder is a storage location (a local
+path or any fsspec URL): every file here is read and written through :mod:`storage.filesystem`,
+replaced atomically for readers (a temporary name then a rename locally; one put on object stores).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from airflow_provider_finegrained.storage import filesystem
+from airflow_provider_finegrained.storage.filesystem import StorageOptions
+from airflow_provider_finegrained.storage.locations import join
 
 InputSource = Literal["committed", "stage", "external"]
 StageState = Literal["success", "failed", "not_run"]
@@ -19,12 +23,12 @@ StageState = Literal["success", "failed", "not_run"]
 
 def status_path(folder: str, stage: str) -> str:
     """Where the driver reports one stage's result in a region's job folder."""
-    return os.path.join(folder, f"status-{stage}.json")
+    return join(folder, f"status-{stage}.json")
 
 
 def trace_path(folder: str, stage: str) -> str:
     """Where the leader leaves one stage's decision trace for that stage's own task."""
-    return os.path.join(folder, f"trace-{stage}.json")
+    return join(folder, f"trace-{stage}.json")
 
 
 @dataclass(frozen=True)
@@ -72,15 +76,15 @@ class RegionJob:
     def status_path(self, stage: str) -> str:
         return status_path(self.folder, stage)
 
-    def dump(self) -> str:
-        path = os.path.join(self.folder, "job.json")
-        write_json(path, asdict(self))
+    def dump(self, *, storage_options: StorageOptions = None) -> str:
+        """Write the job as ``job.json`` in its folder; returns that file's location."""
+        path = join(self.folder, "job.json")
+        write_json(path, asdict(self), storage_options=storage_options)
         return path
 
     @classmethod
-    def load(cls, path: str) -> RegionJob:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+    def load(cls, path: str, *, storage_options: StorageOptions = None) -> RegionJob:
+        data = read_json(path, storage_options=storage_options)
         stages = [StageJob(**{**s, "inputs": [InputRef(**i) for i in s["inputs"]]}) for s in data.pop("stages")]
         return cls(**data, stages=stages)
 
@@ -105,21 +109,24 @@ class StageStatus:
     spark_tasks: dict[str, Any] | None = None
     """Spark's own report of the stage's tasks (``spark_status.StageTaskReport.to_dict``)."""
 
-    def write(self, path: str) -> None:
-        write_json(path, asdict(self))
+    def write(self, path: str, *, storage_options: StorageOptions = None) -> None:
+        write_json(path, asdict(self), storage_options=storage_options)
 
     @classmethod
-    def read(cls, path: str) -> StageStatus | None:
-        if not os.path.exists(path):
+    def read(cls, path: str, *, storage_options: StorageOptions = None) -> StageStatus | None:
+        """The status at ``path``, None if the driver has not written it."""
+        try:
+            data: Mapping[str, Any] = read_json(path, storage_options=storage_options)
+        except FileNotFoundError:
             return None
-        with open(path, encoding="utf-8") as handle:
-            data: Mapping[str, Any] = json.load(handle)
         return cls(**data)
 
 
-def write_json(path: str, data: Any) -> None:
-    """Write JSON atomically: a reader polling for the file never sees half of it."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, default=str)
-    os.replace(tmp, path)
+def write_json(path: str, data: Any, *, storage_options: StorageOptions = None) -> None:
+    """Write JSON atomically at a location: a reader polling for the file never sees half of it."""
+    filesystem.write_json(path, data, storage_options)
+
+
+def read_json(path: str, *, storage_options: StorageOptions = None) -> Any:
+    """The JSON document at a location (a job, a status, a trace); FileNotFoundError if it is missing."""
+    return filesystem.read_json(path, storage_options)
