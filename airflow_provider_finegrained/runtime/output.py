@@ -1,44 +1,92 @@
-"""The atomic output protocol of a stage: where it writes, how it publishes, how readers find it.
+"""The output protocol of a stage: where it writes, how it commits, how readers find it, on any filesystem.
 
-Layout under a storage root::
+Layout under a storage root (a local path or any fsspec URL: ``s3://``, ``hdfs://``, ``gs://``...)::
 
-    <root>/<dag_id>/<run_id>/<stage_id>/try=<n>/             published output of try n
-    <root>/<dag_id>/<run_id>/<stage_id>/try=<n>/_COMMITTED   marker: files, sizes, rows, format
-    <root>/<dag_id>/<run_id>/<stage_id>/.tmp-try=<n>-<uuid>/ staging while the write runs
+    <root>/<dag_id>/<run_id>/<stage_id>/try=<n>/_COMMITTED            the marker: the only thing readers trust
+    <root>/<dag_id>/<run_id>/<stage_id>/try=<n>/attempt-<id>/part-*   data files of the attempt the marker names
+    <root>/<dag_id>/<run_id>/<stage_id>/try=<n>/attempt-<other>/...   a failed or late attempt: ignored, cleaned
 
-The data and the marker are written into the staging folder, which is then renamed to `try=<n>`:
-one atomic rename publishes everything, so a reader sees either nothing or a complete, committed
-output. A rename onto an existing non-empty folder fails, so two writers of one location cannot
-both publish. Names starting with `_` or `.` are hidden from Spark's readers, as Hadoop hides them.
+Each attempt to write a location gets its own staging prefix inside it, and Spark writes there. The
+commit lists what the attempt wrote (sizes from one listing, rows from the parquet/orc footers) and
+then creates ONE marker object, last, naming every data file with its size, the rows and the format.
+Nothing is renamed, so the protocol holds on object stores. The marker is created exclusively
+(:func:`storage.filesystem.create_exclusive`: a conditional put on S3, a hard link locally), so of two
+attempts committing one location exactly one wins; the other gets OutputAlreadyExistsError. Readers
+read the marker and use exactly the files it lists (:attr:`CommittedOutput.uris`), never a folder
+listing that could include a straggler's files. The commit's single publishing step is
+:func:`_publish`: a fencing check (a try token) belongs there, right before the marker is created.
+
+Names starting with ``_`` or ``.`` are not data (Spark's ``_SUCCESS``, Hadoop's ``.crc`` files). A
+plain folder read of ``try=<n>`` finds the data with pyarrow (which descends into folders) when only
+one attempt ran; Spark does not descend into the non-partition ``attempt-*`` folder unless given
+``recursiveFileLookup=true``: give it :attr:`CommittedOutput.uris` instead. Markers of protocol 1
+(data at the top of the location, published by a folder rename) are still read.
 
 Runs in the operator and inside the Spark driver; pyspark and pyarrow are imported lazily.
-Local filesystem only for now; each step is a small function so an fsspec version can follow.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_finegrained.storage import filesystem
+from airflow_provider_finegrained.storage.filesystem import StorageOptions
+from airflow_provider_finegrained.storage.locations import (
+    ensure_inside_root,
+    join,
+    normalize_root,
+    output_location,
+    relative_to,
+    sanitize_component,
+    spark_uri,
+    stage_folder,
+)
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-MARKER = "_COMMITTED"
-TMP_PREFIX = ".tmp-"
-PROTOCOL_VERSION = 1
-SUPPORTED_FORMATS = ("parquet", "orc")
+__all__ = [
+    "ATTEMPT_PREFIX",
+    "MARKER",
+    "PROTOCOL_VERSION",
+    "READABLE_PROTOCOLS",
+    "SUPPORTED_FORMATS",
+    "TMP_PREFIX",
+    "CommittedOutput",
+    "OutputAlreadyExistsError",
+    "OutputCorruptError",
+    "OutputError",
+    "OutputNotCommittedError",
+    "begin_output",
+    "cleanup_uncommitted",
+    "commit_output",
+    "count_rows",
+    "data_files",
+    "ensure_inside_root",
+    "local_root",
+    "output_location",
+    "read_committed",
+    "sanitize_component",
+    "stage_folder",
+    "write_and_commit",
+    "write_with",
+]
 
-_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
-_MAX_COMPONENT = 200
+MARKER = "_COMMITTED"
+ATTEMPT_PREFIX = "attempt-"
+TMP_PREFIX = ".tmp-"
+"""Protocol 1's staging folders beside the outputs; :func:`cleanup_uncommitted` still removes them."""
+PROTOCOL_VERSION = 2
+READABLE_PROTOCOLS = (1, 2)
+SUPPORTED_FORMATS = ("parquet", "orc")
+TRY_PREFIX = "try="
+
 _PART_NUMBER = re.compile(r"part-(\d+)")
 
 
@@ -51,27 +99,40 @@ class OutputNotCommittedError(OutputError):
 
 
 class OutputAlreadyExistsError(OutputError):
-    """A location is already published; a second writer must not replace it."""
+    """A location is already committed; a second writer must not replace it."""
 
 
 class OutputCorruptError(OutputError):
-    """A committed output's marker is unreadable or does not match the files on disk."""
+    """A committed output's marker is unreadable or does not match the files in storage."""
 
 
 @dataclass(frozen=True)
 class CommittedOutput:
-    """A published stage output, as recorded in its `_COMMITTED` marker."""
+    """A committed stage output, as recorded in its `_COMMITTED` marker."""
 
     path: str
     format: str
     partition_bytes: list[int] = field(default_factory=list)
     rows: int = 0
     files: list[str] = field(default_factory=list)
+    """Data files relative to ``path``, in part order."""
+    attempt: str = ""
+    """The attempt's folder (relative to ``path``) holding the files; empty for protocol 1 outputs."""
 
     @property
     def total_bytes(self) -> int:
         """Sum of the part files' sizes: the stage's exact output bytes."""
         return sum(self.partition_bytes)
+
+    @property
+    def uris(self) -> list[str]:
+        """The full location of every data file: exactly what a reader must read."""
+        return [join(self.path, name) for name in self.files]
+
+    @property
+    def data_root(self) -> str:
+        """The folder the data files were written under (Spark's ``basePath`` for partition columns)."""
+        return join(self.path, self.attempt) if self.attempt else self.path
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, also the body of the marker."""
@@ -83,6 +144,7 @@ class CommittedOutput:
             "total_bytes": self.total_bytes,
             "partition_bytes": list(self.partition_bytes),
             "files": list(self.files),
+            "attempt": self.attempt,
         }
 
     @classmethod
@@ -95,191 +157,127 @@ class CommittedOutput:
                 partition_bytes=[int(size) for size in data["partition_bytes"]],
                 rows=int(data["rows"]),
                 files=[str(name) for name in data["files"]],
+                attempt=str(data.get("attempt", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed committed output record: {exc!r}") from exc
         if len(output.files) != len(output.partition_bytes):
             raise ValueError("committed output record has different numbers of files and sizes")
+        if any(name.startswith("/") or ".." in name.split("/") for name in output.files):
+            raise ValueError("committed output record names a file outside its location")
         return output
 
 
-# ---------------------------------------------------------------- locations
-
-
-def sanitize_component(value: str, what: str = "path component") -> str:
-    """Return `value` made safe as one folder name; ValueError for traversal or absolute values.
-
-    Characters other than letters, digits, `.`, `_` and `-` become `_` (a run id's `:` and `+` are
-    troublesome in Hadoop paths); a short hash of the original is then appended so that two values
-    differing only in such characters still get different folders.
-    """
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-    if value in (".", "..") or "/" in value or "\\" in value or "\x00" in value:
-        raise ValueError(f"{what} {value!r} must not be '.', '..' or contain path separators")
-    safe = _UNSAFE_CHARS.sub("_", value)
-    if safe != value or len(safe) > _MAX_COMPONENT:
-        digest = hashlib.sha256(value.encode()).hexdigest()[:8]
-        safe = f"{safe[:_MAX_COMPONENT]}-{digest}"
-    return safe
-
-
 def local_root(root: str) -> str:
-    """Return the absolute local folder of a storage root given as a path or a `file:` URL."""
-    path = root
-    if path.startswith("file://"):
-        path = path.removeprefix("file://")
-    elif path.startswith("file:"):
-        path = path.removeprefix("file:")
-    elif "://" in path:
-        raise ValueError(f"storage root {root!r}: only local paths and file:// URLs are supported for now")
-    if not os.path.isabs(path):
-        raise ValueError(f"storage root {root!r} must be an absolute path")
-    return os.path.normpath(path)
+    """The canonical form of a storage root: a local path (``file:`` URLs too) or any fsspec URL.
 
-
-def ensure_inside_root(root: str, path: str) -> str:
-    """Return `path` resolved (symlinks too); ValueError if it is not inside `root`.
-
-    A relative `path` is taken relative to the root.
+    Kept under its old name; it no longer refuses non-local roots (see ``storage.locations.normalize_root``).
     """
-    real_root = os.path.realpath(local_root(root))
-    real_path = os.path.realpath(os.path.join(real_root, path))
-    if os.path.commonpath([real_root, real_path]) != real_root:
-        raise ValueError(f"path {path!r} escapes the storage root {root!r}")
-    return real_path
+    return normalize_root(root)
 
 
-def stage_folder(root: str, dag_id: str, run_id: str, stage_id: str) -> str:
-    """Return `<root>/<dag_id>/<run_id>/<stage_id>` with each component sanitized."""
-    parts = (
-        sanitize_component(dag_id, "dag_id"),
-        sanitize_component(run_id, "run_id"),
-        sanitize_component(stage_id, "stage_id"),
-    )
-    return ensure_inside_root(root, os.path.join(*parts))
+def _check_format(fmt: str) -> None:
+    if fmt not in SUPPORTED_FORMATS:
+        raise ValueError(f"unsupported output format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}")
 
 
-def output_location(root: str, dag_id: str, run_id: str, stage_id: str, try_number: int) -> str:
-    """Return the folder where try `try_number` of a stage publishes its output."""
-    if isinstance(try_number, bool) or not isinstance(try_number, int) or try_number < 0:
-        raise ValueError(f"try_number must be a non-negative int, got {try_number!r}")
-    return os.path.join(stage_folder(root, dag_id, run_id, stage_id), f"try={try_number}")
+def _hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def _part_sort_key(relative: str) -> tuple[str, int, str]:
+    folder, _, name = relative.rpartition("/")
+    match = _PART_NUMBER.match(name)
+    return folder, int(match.group(1)) if match else -1, name
 
 
 # ---------------------------------------------------------------- writing
 
 
-def _fsync_dir(path: str) -> None:
-    # Makes a rename durable; some filesystems refuse to open folders, which only costs durability.
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def begin_output(location: str, *, storage_options: StorageOptions = None) -> str:
+    """Check that ``location`` is not committed yet and return a fresh staging prefix inside it (not created)."""
+    marker = join(location, MARKER)
+    if filesystem.exists(marker, storage_options):
+        raise OutputAlreadyExistsError(f"output {location} already exists; refusing to write it again")
+    filesystem.make_folder(location, storage_options)
+    return join(location, f"{ATTEMPT_PREFIX}{uuid.uuid4().hex}")
 
 
-def begin_output(location: str) -> str:
-    """Check that `location` is free and return a fresh staging path beside it (not created)."""
-    final = os.path.abspath(location)
-    if os.path.lexists(final):
-        raise OutputAlreadyExistsError(f"output {final} already exists; refusing to write it again")
-    parent, name = os.path.split(final)
-    os.makedirs(parent, exist_ok=True)
-    return os.path.join(parent, f"{TMP_PREFIX}{name}-{uuid.uuid4().hex}")
+def data_files(folder: str, *, storage_options: StorageOptions = None) -> list[str]:
+    """Relative paths of the data files under ``folder`` in part order, skipping hidden ``_``/``.`` names."""
+    return sorted(
+        (name for name in filesystem.list_files(folder, storage_options) if not _hidden(name)), key=_part_sort_key
+    )
 
 
-def _part_sort_key(relative: str) -> tuple[str, int, str]:
-    folder, name = os.path.split(relative)
-    match = _PART_NUMBER.match(name)
-    return folder, int(match.group(1)) if match else -1, name
-
-
-def data_files(folder: str) -> list[str]:
-    """Relative paths of the data files under `folder` in part order, skipping hidden `_`/`.` names."""
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if not d.startswith(("_", "."))]
-        found += [
-            os.path.relpath(os.path.join(dirpath, name), folder)
-            for name in filenames
-            if not name.startswith(("_", "."))
-        ]
-    return sorted(found, key=_part_sort_key)
-
-
-def count_rows(paths: list[str], fmt: str) -> int:
-    """Rows in the given files, from their footers only (no data is read)."""
+def count_rows(paths: list[str], fmt: str, *, storage_options: StorageOptions = None) -> int:
+    """Rows in the given files (paths or URLs), from their footers only: no data is read."""
+    _check_format(fmt)
     try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
-
-            return sum(int(pq.read_metadata(path).num_rows) for path in paths)
-        if fmt == "orc":
-            import pyarrow.orc as orc  # type: ignore[import-untyped, unused-ignore]
-
-            return sum(int(orc.ORCFile(path).nrows) for path in paths)
+        import pyarrow.orc as orc  # type: ignore[import-untyped, unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
     except ImportError as exc:
         raise OutputError("counting output rows needs pyarrow: pip install pyarrow") from exc
-    raise ValueError(f"unsupported output format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}")
+    rows = 0
+    for path in paths:
+        with filesystem.open_file(path, "rb", storage_options) as handle:
+            rows += int(pq.read_metadata(handle).num_rows) if fmt == "parquet" else int(orc.ORCFile(handle).nrows)
+    return rows
 
 
-def _write_marker(folder: str, output: CommittedOutput) -> None:
+def _publish(location: str, output: CommittedOutput, storage_options: StorageOptions) -> None:
+    """The commit's one publishing step: create the marker, exclusively, after every data file exists.
+
+    Issue 17's fencing (a try token checked before the marker is created) goes here.
+    """
     record = output.to_dict() | {"committed_at": datetime.now(UTC).isoformat()}
-    tmp = os.path.join(folder, f".{MARKER}.tmp-{uuid.uuid4().hex}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.rename(tmp, os.path.join(folder, MARKER))
-
-
-def _publish(staging: str, final: str) -> None:
-    # os.rename would silently replace an *empty* folder, so look first; a non-empty one (another
-    # writer that won the race) makes the rename itself fail.
-    if os.path.lexists(final):
-        raise OutputAlreadyExistsError(f"output {final} was published by another writer meanwhile")
     try:
-        os.rename(staging, final)
-    except OSError as exc:
-        if os.path.lexists(final):
-            raise OutputAlreadyExistsError(f"output {final} was published by another writer meanwhile") from exc
-        raise
-    _fsync_dir(os.path.dirname(final))
+        filesystem.create_exclusive(
+            join(location, MARKER), json.dumps(record, indent=1).encode("utf-8"), storage_options
+        )
+    except FileExistsError as exc:
+        raise OutputAlreadyExistsError(f"output {location} was committed by another writer meanwhile") from exc
 
 
-def commit_output(staging: str, location: str, fmt: str = "parquet") -> CommittedOutput:
-    """Measure the files written to `staging`, add the marker, and publish it as `location`."""
-    if fmt not in SUPPORTED_FORMATS:
-        raise ValueError(f"unsupported output format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}")
-    final = os.path.abspath(location)
-    files = data_files(staging)
+def commit_output(
+    staging: str, location: str, fmt: str = "parquet", *, storage_options: StorageOptions = None
+) -> CommittedOutput:
+    """Measure the files written to ``staging`` (from :func:`begin_output`) and commit them as ``location``."""
+    _check_format(fmt)
+    try:
+        attempt = relative_to(location, staging)
+    except ValueError:
+        attempt = ""
+    if not attempt.startswith(ATTEMPT_PREFIX) or "/" in attempt:
+        raise ValueError(f"staging {staging} is not an attempt prefix of {location}; get one from begin_output")
+    listing = filesystem.list_files(staging, storage_options)
+    files = sorted((name for name in listing if not _hidden(name)), key=_part_sort_key)
     if not files:
-        raise OutputError(f"no data files were written to {staging}; nothing to commit for {final}")
-    paths = [os.path.join(staging, name) for name in files]
+        raise OutputError(f"no data files were written to {staging}; nothing to commit for {location}")
     output = CommittedOutput(
-        path=final,
+        path=location,
         format=fmt,
-        partition_bytes=[os.path.getsize(path) for path in paths],
-        rows=count_rows(paths, fmt),
-        files=files,
+        partition_bytes=[listing[name] for name in files],
+        rows=count_rows([join(staging, name) for name in files], fmt, storage_options=storage_options),
+        files=[f"{attempt}/{name}" for name in files],
+        attempt=attempt,
     )
-    _write_marker(staging, output)
-    _publish(staging, final)
+    _publish(location, output, storage_options)
     return output
 
 
-def write_with(location: str, write: Callable[[str], None], fmt: str = "parquet") -> CommittedOutput:
-    """Run `write(staging_path)`, then commit; the staging folder is removed if anything fails."""
-    if fmt not in SUPPORTED_FORMATS:
-        raise ValueError(f"unsupported output format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}")
-    staging = begin_output(location)
+def write_with(
+    location: str, write: Callable[[str], None], fmt: str = "parquet", *, storage_options: StorageOptions = None
+) -> CommittedOutput:
+    """Run ``write(staging)``, then commit; the attempt's files are removed if anything fails."""
+    _check_format(fmt)
+    staging = begin_output(location, storage_options=storage_options)
     try:
         write(staging)
-        return commit_output(staging, location, fmt)
+        return commit_output(staging, location, fmt, storage_options=storage_options)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        filesystem.remove(staging, storage_options)
+        filesystem.remove_empty_folder(location, storage_options)
         raise
 
 
@@ -289,63 +287,102 @@ def write_and_commit(
     fmt: str = "parquet",
     options: Mapping[str, str] | None = None,
     root: str | None = None,
+    *,
+    storage_options: StorageOptions = None,
 ) -> CommittedOutput:
-    """Write a Spark DataFrame to `location` with the atomic protocol; refuse an existing location.
+    """Write a Spark DataFrame to ``location`` with the commit protocol; refuse a committed location.
 
-    With `root`, the location must also lie inside that storage root.
+    With ``root``, the location must also lie inside that storage root. Spark is given the staging
+    prefix as :func:`storage.locations.spark_uri` makes it (``file:///`` for local paths, ``s3a://``).
     """
     if root is not None:
         ensure_inside_root(root, location)
 
     def spark_write(staging: str) -> None:
-        # An explicit file:// URI keeps a cluster's default filesystem (HDFS, S3) out of a local write.
-        df.write.format(fmt).options(**dict(options or {})).mode("error").save("file://" + staging)
+        df.write.format(fmt).options(**dict(options or {})).mode("error").save(spark_uri(staging))
 
-    return write_with(location, spark_write, fmt)
+    return write_with(location, spark_write, fmt, storage_options=storage_options)
 
 
 # ---------------------------------------------------------------- reading and cleaning
 
 
-def read_committed(location: str, verify: bool = True) -> CommittedOutput:
-    """Return the committed output at `location`; OutputNotCommittedError if there is none.
-
-    With `verify`, every recorded file must exist with its recorded size.
-    """
-    final = os.path.abspath(location)
-    marker = os.path.join(final, MARKER)
-    if not os.path.isfile(marker):
-        if os.path.isdir(final):
+def _read_marker(location: str, storage_options: StorageOptions) -> CommittedOutput:
+    marker = join(location, MARKER)
+    try:
+        raw = filesystem.read_bytes(marker, storage_options)
+    except FileNotFoundError:
+        if filesystem.exists(location, storage_options):
             reason = "the folder exists but has no _COMMITTED marker (it was not written by this protocol)"
         else:
             reason = "it does not exist (the stage has not finished, or failed before publishing)"
-        raise OutputNotCommittedError(f"no committed output at {final}: {reason}")
+        raise OutputNotCommittedError(f"no committed output at {location}: {reason}") from None
     try:
-        with open(marker, encoding="utf-8") as handle:
-            output = CommittedOutput.from_dict(json.load(handle))
-    except (OSError, ValueError) as exc:
+        record = json.loads(raw.decode("utf-8"))
+        if not isinstance(record, dict):
+            raise ValueError(f"a JSON {type(record).__name__}, not an object")
+        protocol = record.get("protocol")
+        if protocol not in READABLE_PROTOCOLS:
+            raise ValueError(
+                f"protocol {protocol!r}, this provider reads {list(READABLE_PROTOCOLS)} (written by a newer one?)"
+            )
+        output = CommittedOutput.from_dict(record)
+    except ValueError as exc:
         raise OutputCorruptError(f"unreadable marker {marker}: {exc}") from exc
-    # The folder may have moved with its root since it was committed; where it is now is what counts.
-    output = CommittedOutput(final, output.format, output.partition_bytes, output.rows, output.files)
+    # The location may have moved with its root since it was committed; where it is now is what counts.
+    return CommittedOutput(location, output.format, output.partition_bytes, output.rows, output.files, output.attempt)
+
+
+def read_committed(location: str, verify: bool = True, *, storage_options: StorageOptions = None) -> CommittedOutput:
+    """Return the committed output at ``location``; OutputNotCommittedError if there is none.
+
+    With ``verify``, every file the marker lists must exist with its recorded size (one listing).
+    Read exactly :attr:`CommittedOutput.uris`: other files under the location are not part of it.
+    """
+    output = _read_marker(location, storage_options)
     if verify:
+        found = filesystem.list_files(output.data_root, storage_options)
         for name, size in zip(output.files, output.partition_bytes, strict=True):
-            path = os.path.join(final, name)
-            actual = os.path.getsize(path) if os.path.isfile(path) else None
+            actual = found.get(relative_to(output.data_root, join(output.path, name)))
             if actual != size:
-                raise OutputCorruptError(f"committed output {final}: {name} should have {size} bytes, found {actual}")
+                raise OutputCorruptError(
+                    f"committed output {location}: {name} should have {size} bytes, found "
+                    f"{'no such file' if actual is None else actual}"
+                )
     return output
 
 
-def cleanup_uncommitted(stage_dir: str) -> list[str]:
-    """Remove the staging folders (`.tmp-*`) that failed or killed tries left in a stage folder.
-
-    Call it only when no try of the stage is writing. Returns the removed paths.
-    """
-    if not os.path.isdir(stage_dir):
-        return []
+def _clean_try(folder: str, storage_options: StorageOptions) -> list[str]:
+    """The attempts in one ``try=<n>`` folder that its marker does not name; all of it without a marker."""
+    try:
+        committed = _read_marker(folder, storage_options)
+    except OutputNotCommittedError:
+        return [folder] if filesystem.remove(folder, storage_options) else []
+    except OutputCorruptError:
+        return []  # not sure what is committed: keep everything for a person to look at
     removed = []
-    for entry in sorted(os.scandir(stage_dir), key=lambda e: e.name):
-        if entry.name.startswith(TMP_PREFIX) and entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)
-            removed.append(entry.path)
+    for name, is_folder in filesystem.list_folder(folder, storage_options):
+        if is_folder and name.startswith(ATTEMPT_PREFIX) and name != committed.attempt:
+            path = join(folder, name)
+            filesystem.remove(path, storage_options)
+            removed.append(path)
+    return removed
+
+
+def cleanup_uncommitted(stage_dir: str, *, storage_options: StorageOptions = None) -> list[str]:
+    """Remove what failed, killed or late tries left in a stage folder; returns the removed locations.
+
+    Removed: ``try=<n>`` folders without a marker, attempts a marker does not name, and protocol 1
+    staging folders (``.tmp-*``). Call it only when no try of the stage is writing.
+    """
+    removed: list[str] = []
+    for name, is_folder in filesystem.list_folder(stage_dir, storage_options):
+        path = join(stage_dir, name)
+        if not is_folder:
+            continue
+        if name.startswith(TMP_PREFIX):
+            filesystem.remove(path, storage_options)
+            removed.append(path)
+        elif name.startswith(TRY_PREFIX):
+            removed += _clean_try(path, storage_options)
     return removed

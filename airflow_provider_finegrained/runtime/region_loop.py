@@ -20,8 +20,11 @@ from typing import Any, Protocol
 
 from airflow_provider_finegrained.runtime import api
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
-from airflow_provider_finegrained.runtime.output import write_and_commit
+from airflow_provider_finegrained.runtime.output import read_committed, write_and_commit
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
+from airflow_provider_finegrained.storage import filesystem
+from airflow_provider_finegrained.storage.hadoop_conf import fsspec_options
+from airflow_provider_finegrained.storage.locations import scheme_of, spark_uri
 
 LOG_PREFIX = "[finegrained]"
 
@@ -110,7 +113,13 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
                 sessions.keep(spark, stage, result)
             output = None
             if stage.output_location:
-                committed = write_and_commit(result, stage.output_location, stage.output_format, root=job.storage_root)
+                committed = write_and_commit(
+                    result,
+                    stage.output_location,
+                    stage.output_format,
+                    root=job.storage_root,
+                    storage_options=storage_options(spark, stage.output_location),
+                )
                 output = committed.to_dict()
                 log(f"committed {committed.rows} rows, {committed.total_bytes} bytes in {len(committed.files)} files")
             else:
@@ -163,11 +172,25 @@ def _task_report(sessions: Sessions, spark: Any, stage: StageJob, log: StageLog)
     return report.to_dict()
 
 
+def storage_options(spark: Any, location: str) -> dict[str, Any]:
+    """fsspec options for ``location`` from the session's ``spark.hadoop.*`` settings, so the Python side of the
+    commit protocol reaches the store Spark writes to with the same credentials; empty: fsspec's defaults."""
+    scheme = scheme_of(location)
+    if scheme in ("file", "memory", "hdfs"):
+        return {}
+    return fsspec_options(scheme, dict(spark.conf.getAll))
+
+
 def _load_input(spark: Any, ref: InputRef, sessions: Sessions) -> Any:
     if ref.source == "stage":
         df = sessions.take(spark, ref.stage or ref.name)
+    elif ref.source == "committed" and ref.path:
+        # Exactly the files the marker lists: never a folder listing that could hold a late try's files.
+        committed = read_committed(ref.path, storage_options=storage_options(spark, ref.path))
+        reader = spark.read.format(committed.format).options(**ref.options)
+        df = reader.option("basePath", spark_uri(committed.data_root)).load([spark_uri(u) for u in committed.uris])
     else:
-        df = spark.read.format(ref.format).options(**ref.options).load(ref.path)
+        df = spark.read.format(ref.format).options(**ref.options).load(spark_uri(ref.path) if ref.path else None)
     if ref.broadcast:
         from pyspark.sql.functions import broadcast
 
@@ -179,8 +202,8 @@ def _call_stage(spark: Any, stage: StageJob, inputs: dict[str, Any]) -> Any:
     if stage.callable_path:
         from pyspark import cloudpickle
 
-        with open(stage.callable_path, "rb") as handle:
-            fn = cloudpickle.loads(handle.read())
+        pickled = filesystem.read_bytes(stage.callable_path, storage_options(spark, stage.callable_path))
+        fn = cloudpickle.loads(pickled)
         return fn(spark, **inputs, **stage.kwargs)
     if not stage.application:
         raise ValueError(f"stage {stage.name!r} has neither a callable nor an application file")

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from airflow_provider_finegrained.runtime.output import (
+    MARKER,
     CommittedOutput,
     OutputNotCommittedError,
     cleanup_uncommitted,
@@ -111,7 +112,7 @@ def test_app_writes_and_commits_its_output(tmp_path: Path) -> None:
     assert committed.partition_bytes == sizes
     on_disk = [
         entry.stat().st_size
-        for entry in os.scandir(location)
+        for entry in os.scandir(os.path.join(location, committed.attempt))
         if entry.name.startswith("part-") and entry.name.endswith(".parquet")
     ]
     assert sorted(on_disk) == sorted(sizes)
@@ -190,11 +191,10 @@ def test_kill_stops_every_process_and_publishes_nothing(tmp_path: Path) -> None:
     assert _processes_mentioning(str(location)) == []
 
     assert not any("published" in line for line in lines)
-    assert not os.path.exists(location)
-    with pytest.raises(OutputNotCommittedError, match="does not exist"):
+    assert not os.path.exists(os.path.join(location, MARKER))
+    with pytest.raises(OutputNotCommittedError, match="has no _COMMITTED marker"):
         read_committed(location)
-    leftovers = cleanup_uncommitted(stage)
-    assert len(leftovers) == 1 and os.path.basename(leftovers[0]).startswith(".tmp-try=1-")
+    assert cleanup_uncommitted(stage) == [location]  # the try's folder: its attempt never committed
     assert os.listdir(stage) == []
 
 
