@@ -23,6 +23,7 @@ from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJ
 from airflow_provider_finegrained.runtime.output import read_committed, write_and_commit
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
 from airflow_provider_finegrained.storage import filesystem
+from airflow_provider_finegrained.storage.filesystem import StorageOptions
 from airflow_provider_finegrained.storage.hadoop_conf import fsspec_options
 from airflow_provider_finegrained.storage.locations import scheme_of, spark_uri
 
@@ -72,8 +73,12 @@ class Sessions(Protocol):
         """A clearer message for an error this carrier knows, else None."""
 
 
-def run_stages(job: RegionJob, sessions: Sessions) -> str | None:
-    """Run every stage of ``job``; the name of the stage that failed, or None."""
+def run_stages(job: RegionJob, sessions: Sessions, *, status_storage: StorageOptions = None) -> str | None:
+    """Run every stage of ``job``; the name of the stage that failed, or None.
+
+    ``status_storage``: fsspec options for the job's folder, where the status files go (the carrier
+    derives them with :func:`storage_options`; none: fsspec's defaults, enough for a local folder).
+    """
     failed: str | None = None
     for stage in job.stages:
         path = job.status_path(stage.name)
@@ -84,10 +89,10 @@ def run_stages(job: RegionJob, sessions: Sessions) -> str | None:
                 error=f"not run: stage {failed!r} of region {job.region} failed",
                 application_id=sessions.application_id,
                 ui_url=sessions.ui_url,
-            ).write(path)
+            ).write(path, storage_options=status_storage)
             continue
         status = run_stage(job, stage, sessions)
-        status.write(path)
+        status.write(path, storage_options=status_storage)
         if status.state != "success":
             failed = stage.name
     return failed

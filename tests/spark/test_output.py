@@ -158,3 +158,39 @@ def test_spark_writes_commits_and_reads_exactly_the_listed_files(spark: Any, tmp
 def test_the_driver_reaches_the_store_with_the_sessions_hadoop_settings(spark: Any) -> None:
     assert storage_options(spark, "s3://bucket/x") == {"key": "AKIA-TEST", "endpoint_url": "http://127.0.0.1:9"}
     assert storage_options(spark, "/local/path") == {}
+
+
+@pytest.mark.slow
+def test_a_region_runs_with_its_folder_on_another_filesystem(spark: Any, tmp_path: Path) -> None:
+    from pyspark import cloudpickle
+
+    from airflow_provider_finegrained.runtime.driver import ClassicSessions
+    from airflow_provider_finegrained.runtime.job import RegionJob, StageJob, StageStatus
+    from airflow_provider_finegrained.runtime.region_loop import run_stages
+    from airflow_provider_finegrained.storage.filesystem import remove, write_bytes
+
+    root = f"file://{tmp_path}/storage"
+    folder = f"memory://fg-region-test/{tmp_path.name}"  # job folder, callables and statuses off the local disk
+    write_bytes(join(folder, "callable-squares.pkl"), cloudpickle.dumps(lambda spark, n: spark.range(n)))
+    squares = StageJob(
+        name="squares",
+        inputs=[],
+        session_conf={"spark.sql.shuffle.partitions": "2"},
+        output_location=output_location(root, "dag", "run", "squares", 1),
+        callable_path=join(folder, "callable-squares.pkl"),
+        kwargs={"n": 12},
+    )
+    broken = StageJob("broken", [], {}, None, callable_path=join(folder, "missing.pkl"))
+    after = StageJob("after", [], {}, None, callable_path=join(folder, "callable-squares.pkl"), kwargs={"n": 1})
+    job = RegionJob("region-0", "dag", "run", 1, root, folder, [squares, broken, after])
+    try:
+        assert run_stages(job, ClassicSessions(spark), status_storage={}) == "broken"
+        done = StageStatus.read(job.status_path("squares"))
+        assert done is not None and done.state == "success" and done.output is not None
+        assert read_committed(done.output["path"]).rows == 12
+        failed = StageStatus.read(job.status_path("broken"))
+        assert failed is not None and failed.state == "failed" and "FileNotFoundError" in (failed.error or "")
+        not_run = StageStatus.read(job.status_path("after"))
+        assert not_run is not None and not_run.state == "not_run"
+    finally:
+        remove(folder)
