@@ -91,12 +91,13 @@ def create_exclusive(location: str, data: bytes, storage_options: StorageOptions
     """Create the file at ``location`` with ``data``, FileExistsError if it exists: one creator wins.
 
     Exclusive where the filesystem can be: locally a hard link from a complete temporary file (atomic,
-    and a reader never sees a partial file); on S3 a conditional put (``If-None-Match: *``, s3fs's
-    ``mode="create"``; AWS S3 and compatible stores that honour it); in fsspec's memory filesystem a
-    create that fails on an existing file. Other drivers (HDFS through pyarrow, gcsfs, adlfs) fall back
-    to fsspec's check-then-write: two creators finishing within the same instant could both succeed,
-    the later replacing the earlier; each writes complete content in one put, so a reader still sees
-    one creator's content whole.
+    and a reader never sees a partial file; ``O_EXCL`` where hard links are not supported); on S3 a
+    conditional put (``If-None-Match: *``, s3fs's ``mode="create"``; AWS S3 and compatible stores that
+    honour it: a store that ignores the header silently lets the later put win); in fsspec's memory
+    filesystem a create that fails on an existing file. Other drivers (HDFS through pyarrow, gcsfs,
+    adlfs) fall back to fsspec's check-then-write: two creators finishing within the same instant could
+    both succeed, the later replacing the earlier; each writes complete content in one put, so a reader
+    still sees one creator's content whole.
     """
     fs, path = filesystem(location, storage_options)
     if isinstance(fs, LocalFileSystem):
@@ -104,7 +105,15 @@ def create_exclusive(location: str, data: bytes, storage_options: StorageOptions
         tmp = join(parent(path), f".{basename(path)}.tmp-{uuid.uuid4().hex}")
         try:
             fs.pipe_file(tmp, data)
-            fs.link(tmp, path)  # os.link never replaces an existing file
+            try:
+                fs.link(tmp, path)  # os.link never replaces an existing file
+            except FileExistsError:
+                raise
+            except OSError:
+                # A filesystem without hard links (some network mounts): O_EXCL is still exclusive, but a
+                # reader at that instant could see the file before its content is complete.
+                with fs.open(path, "xb") as handle:
+                    handle.write(data)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm_file(tmp)
