@@ -185,6 +185,8 @@ class ClusterSettings(SettingsModel):
             "Properties the planner decides (executor size, shuffle partitions, memory fraction) are refused.",
             '{"spark.eventLog.enabled": "true"}',
             check=coercion.spark_conf,
+            # Only spark_conf: Airflow masks a sensitive option's whole value in every log, and a URL option's
+            # value (a storage root, warm_pool=off) is no secret; the secrets inside URLs are masked by the hook.
             sensitive=True,
             default_text="{}",
         ),
@@ -238,7 +240,6 @@ class ClusterSettings(SettingsModel):
             "then). Unset: the link goes to the live application's UI only.",
             "http://spark-history:18080",
             check=coercion.http_url,
-            sensitive=True,  # its user info is sent as basic authentication
         ),
     ] = None
 
@@ -283,7 +284,6 @@ class StorageSettings(SettingsModel):
             "s3://my-bucket/finegrained",
             check=coercion.storage_root,
             default_text="$AIRFLOW_HOME/finegrained/storage",
-            sensitive=True,  # a URL's user info may hold a password
         ),
     ]
     storage_conn_id: Annotated[
@@ -519,7 +519,6 @@ class WarmPoolSettings(SettingsModel):
             "auto",
             check=coercion.warm_pool,
             default_text="off (the embedded default, with no connection defined: auto)",
-            sensitive=True,  # an sc:// URL may carry ;token=...
         ),
     ] = "off"
     warm_idle_timeout: Annotated[
