@@ -39,6 +39,14 @@ class ExternalDataset:
     template_fields = ("path", "options")
 
 
+def _dag_of(task: Any) -> Any | None:
+    """The task's DAG, or None while it has none (Airflow 3's ``task.dag`` raises then)."""
+    try:
+        return getattr(task, "dag", None)
+    except RuntimeError:
+        return None
+
+
 def _upstream_task(value: Any) -> Any | None:
     """The operator behind an operator or an XComArg (``.operator``), else None."""
     operator = getattr(value, "operator", None)
@@ -92,7 +100,7 @@ class StageDeclarationMixin:
                 continue
             stage_input = value if isinstance(value, Input) else Input(value)
             task = _upstream_task(stage_input.upstream)
-            dag = getattr(self, "dag", None)
+            dag = _dag_of(self)
             if task is None and isinstance(stage_input.upstream, str) and dag is not None:
                 # A task id of a stage defined earlier is wired like the operator itself.
                 task = dag.task_dict.get(stage_input.upstream)
@@ -123,7 +131,7 @@ class StageDeclarationMixin:
             slot_sharing_group=slot_sharing_group,
             memory_weight=memory_weight,
         )
-        dag = getattr(self, "dag", None)
+        dag = _dag_of(self)
         if not declared and declares_all_sources_in_one_region(dag):
             # FLIP-53's virtual source: every source stage joins the region of the DAG's first one.
             first = next((t for t in _source_stages(dag) if t is not self), None)

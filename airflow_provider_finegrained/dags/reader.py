@@ -85,6 +85,29 @@ def read_dag(dag: Any, *, all_sources_in_one_region: bool | None = None) -> DagP
     :func:`~airflow_provider_finegrained.dags.declaration.all_sources_in_one_region` (what a run uses);
     True or False overrides it, to see the plan either way.
     """
+    declared = all_sources_in_one_region is None
     if all_sources_in_one_region is None:
         all_sources_in_one_region = declares_all_sources_in_one_region(dag)
-    return plan_stages(stage_specs(dag), dag_id=dag.dag_id, all_sources_in_one_region=all_sources_in_one_region)
+    plan = plan_stages(stage_specs(dag), dag_id=dag.dag_id, all_sources_in_one_region=all_sources_in_one_region)
+    if declared and all_sources_in_one_region:
+        _check_sources_follow_leader(dag, plan)
+    return plan
+
+
+def _check_sources_follow_leader(dag: Any, plan: DagPlan) -> None:
+    """The sources' region runs from its leader, so every other source must run after it.
+
+    :func:`all_sources_in_one_region` wires that for stages of the DAG when it is called and for
+    stages declared after it; a stage added to the DAG another way would otherwise never run its part.
+    """
+    sources = [name for name, stage in plan.stages.items() if not stage.inputs]
+    if not sources:
+        return
+    leader = plan.region_of(sources[0])[0]
+    for name in sources:
+        if name != leader and leader not in dag.get_task(name).get_flat_relative_ids(upstream=True):
+            raise StageGraphError(
+                f"DAG {dag.dag_id!r} puts all sources in one region, led by {leader!r}, but source stage "
+                f"{name!r} does not run after it; declare the stages inside the DAG after "
+                "all_sources_in_one_region(dag), or call it again after adding them"
+            )

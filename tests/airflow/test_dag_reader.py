@@ -236,3 +236,18 @@ def test_all_sources_declared_after_a_source_became_a_blocking_input_names_the_f
 def test_all_sources_in_one_region_needs_a_dag() -> None:
     with pytest.raises(TypeError, match="needs an Airflow DAG, got str"):
         all_sources_in_one_region("my_dag")
+
+
+def test_a_source_added_without_the_wiring_is_named_until_the_declaration_is_repeated() -> None:
+    with DAG("reader_all_sources_added", schedule=None, start_date=START) as dag:
+        all_sources_in_one_region(dag)
+        Stage(task_id="a")
+    late = Stage(task_id="b")  # created outside the DAG, so it could not join the region then
+    dag.add_task(late)
+    with pytest.raises(StageGraphError, match="led by 'a', but source stage 'b' does not run after it"):
+        read_dag(dag)
+    # The CLI's explicit override shows the plan without checking the wiring.
+    assert read_dag(dag, all_sources_in_one_region=True).regions == {"region-1": ("a", "b")}
+    all_sources_in_one_region(dag)
+    assert read_dag(dag).regions == {"region-1": ("a", "b")}
+    assert dag.get_task("b").upstream_task_ids == {"a"}
