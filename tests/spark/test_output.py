@@ -171,7 +171,7 @@ def test_a_region_runs_with_its_folder_on_another_filesystem(spark: Any, tmp_pat
 
     root = f"file://{tmp_path}/storage"
     folder = f"memory://fg-region-test/{tmp_path.name}"  # job folder, callables and statuses off the local disk
-    write_bytes(join(folder, "callable-squares.pkl"), cloudpickle.dumps(lambda spark, n: spark.range(n)))
+    write_bytes(join(folder, "callable-squares.pkl"), cloudpickle.dumps(lambda spark, n: spark.range(n)))  # type: ignore[no-untyped-call, unused-ignore]
     squares = StageJob(
         name="squares",
         inputs=[],
