@@ -13,7 +13,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
@@ -38,6 +38,9 @@ from airflow_provider_finegrained.planning.capacity import (
     check_resource_stability,
     decide_capacity,
 )
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
 LEDGER_FOLDER = "_capacity"
 
@@ -97,19 +100,21 @@ class CapacitySource:
         return cls(**{**data, "urls": tuple(data.get("urls", ()))})
 
 
-def capacity_source(settings: Any) -> CapacitySource:
-    """The capacity source a connection's settings name."""
+def capacity_source(settings: ConnectionSettings) -> CapacitySource:
+    """The capacity source of the connection's cluster manager (its launcher's ``capacity_kind``)."""
+    from airflow_provider_finegrained.launchers.select import submit_launcher
+
     ledger = None
     if settings.storage_is_local:
         root = settings.storage_root.removeprefix("file://")
         ledger = os.path.join(root, LEDGER_FOLDER, _safe(settings.master))
-    kind = settings.master_kind
+    kind = submit_launcher(settings).capacity_kind
     if kind == "standalone":
         return CapacitySource("standalone", tuple(settings.webui_json_urls()), ledger_folder=ledger)
     if kind == "yarn" and settings.yarn_resourcemanager_url:
         return CapacitySource("yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger)
     memory = settings.total_memory
-    if settings.is_local:
+    if kind == "local":
         # A local application is one JVM on this machine: the machine's memory is what bounds it.
         memory = max(memory, psutil.virtual_memory().total)
     return CapacitySource(

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.planning.sizing import SPARK_DEFAULT_MEMORY_FRACTION, RegionSizing
 from airflow_provider_finegrained.planning.warm_fit import PoolShape, decide_warm_fit, static_settings
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.warm import WarmPool
 
 
 @dataclass(frozen=True)
 class Carrier:
     """How a region reaches Spark: ``pool`` None means an application of its own (spark-submit)."""
 
-    pool: Any
-    """A :class:`warm.WarmPool`, or None."""
+    pool: WarmPool | None
+    """The warm pool the region runs in, or None."""
     reason: str
 
     def trace(self) -> dict[str, Any]:
@@ -30,7 +34,7 @@ class Carrier:
         return {"mode": "warm", "reason": self.reason, "pool": self.pool.url}
 
 
-def planning_shape(settings: Any) -> PoolShape | None:
+def planning_shape(settings: ConnectionSettings) -> PoolShape | None:
     """The executors a pool started from ``settings`` runs (None for an existing ``sc://`` server)."""
     from airflow_provider_finegrained.warm import pool_shape
 
@@ -48,7 +52,7 @@ def planning_shape(settings: Any) -> PoolShape | None:
     )
 
 
-def choose_carrier(settings: Any, sizing: RegionSizing, tasks: Mapping[str, Any]) -> Carrier:
+def choose_carrier(settings: ConnectionSettings, sizing: RegionSizing, tasks: Mapping[str, Any]) -> Carrier:
     """Warm when the connection has a pool, no stage asks for cold, and every slot fits the pool."""
     if settings.warm_pool == "off":
         return Carrier(None, "warm_pool is 'off': an application of its own (spark-submit)")

@@ -1,20 +1,21 @@
 """Run a pipelined region as one Spark application, on behalf of the region's leader task.
 
-Gathers what every stage of the region reads (upstream outputs from XCom, external file sizes),
-decides parallelism and sizing, writes the region job, submits it with spark-submit, and records each
-stage's trace and result where the region's other tasks find them.
+A short sequence, one step each below: gather the stages' inputs, decide (pure, ``decide_region``),
+pick a launcher (the warm pool or the master URL's cluster manager), reserve capacity, launch, collect
+what the driver recorded, and publish each stage's trace (built once) where the region's other tasks
+find it. Which cluster manager is in use is the launcher's business only.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import os
-import shutil
-import subprocess
+import sys
 import time
-from collections.abc import Mapping
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
@@ -37,33 +38,74 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     region_request,
 )
 from airflow_provider_finegrained.execution.measure import measure_external
+from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
+from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts, stage_trace
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
+from airflow_provider_finegrained.launchers.base import Launcher, LaunchEvents, LaunchHandle, LaunchResult, LaunchSpec
+from airflow_provider_finegrained.launchers.select import select
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
-from airflow_provider_finegrained.planning.capacity import CapacityOutcome, ExecutorRequest
-from airflow_provider_finegrained.runtime import driver
-from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus, trace_path, write_json
-from airflow_provider_finegrained.runtime.output import (
-    OutputError,
-    cleanup_uncommitted,
-    ensure_inside_root,
-    output_location,
-    read_committed,
-    stage_folder,
-)
-from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import SparkSubmitProcess, SubmitResult
-from airflow_provider_finegrained.spark.submit import (
-    SubmitRequest,
-    build_spark_submit_command,
-    build_spark_submit_env,
-    is_secret_key,
-    redacted_command,
-)
+from airflow_provider_finegrained.planning.capacity import CapacityOutcome
+from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
+from airflow_provider_finegrained.runtime.output import OutputError
+from airflow_provider_finegrained.spark.submit import is_secret_key
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.runtime.connect_region import ConnectSessions
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+
+# -- what the run uses of Airflow's objects ---------------------------------------------------------------
+
+
+class TaskInstanceLike(Protocol):
+    """The task instance calls a region run makes."""
+
+    try_number: int
+
+    def xcom_push(self, key: str, value: Any) -> None: ...
+
+    def xcom_pull(self, task_ids: str, key: str) -> Any: ...
+
+
+class StageTaskLike(Protocol):
+    """What the run reads of a stage task (``SparkStageOperator``)."""
+
+    task_id: str
+    external_inputs: Mapping[str, Any]
+    python_callable: Callable[..., Any] | None
+    application: str | None
+    application_args: Sequence[Any]
+    op_kwargs: Mapping[str, Any]
+    spark_conf: Mapping[str, Any]
+    output_path: str | None
+    output_format: str
+
+    def render_template_fields(self, context: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The task context's parts a region run uses."""
+
+    ti: TaskInstanceLike
+    run_id: str
+    try_number: int
+    raw: Mapping[str, Any]
+    """The whole context, for rendering the other members' templates."""
+
+    @classmethod
+    def of(cls, context: Mapping[str, Any]) -> RunContext:
+        ti = context["ti"]
+        return cls(ti, str(context["run_id"]), int(ti.try_number), context)
+
+
+@dataclass(frozen=True)
+class RegionOutcome:
+    """What the leader publishes: each stage's committed output (stages that succeeded) and trace."""
+
+    records: dict[str, OutputRecord]
+    traces: dict[str, StageTrace]
 
 
 class RegionRunner:
@@ -74,257 +116,83 @@ class RegionRunner:
         leader: Any,
         plan: DagPlan,
         region: str,
-        settings: Any,
-        context: Any,
+        settings: ConnectionSettings,
+        context: Mapping[str, Any],
         waited_since: float | None = None,
     ) -> None:
         self.leader = leader
+        self.log: logging.Logger = leader.log
         self.plan = plan
         self.region = region
-        self.members = plan.regions[region]
+        self.members: list[str] = list(plan.regions[region])
         self.settings = settings
-        self.context = context
-        self.ti = context["ti"]
+        self.run = RunContext.of(context)
         self.dag = leader.dag
-        self.run_id: str = context["run_id"]
-        self.try_number: int = int(self.ti.try_number)
-        # The leader is the running (rendered) task object; the other members come from the DAG and
-        # have their templates rendered in run().
-        self.tasks = {m: leader if m == leader.task_id else self.dag.get_task(m) for m in self.members}
-        self.statuses: dict[str, StageStatus] = {}
-        self._process: SparkSubmitProcess | None = None
-        self._warm: ConnectSessions | None = None
-        self._killed = False
         self.waited_since = waited_since
-        self.app_name = f"{self.dag.dag_id}.{region} [{self.run_id} try {self.try_number}]"
-        self.k8s_driver_pod: str | None = None
-        if settings.master_kind == "k8s" and settings.deploy_mode == "cluster":
-            # A known pod name lets on_kill delete exactly this driver (spark-submit --kill ns:pod).
-            digest = hashlib.sha1(self.app_name.encode("utf-8")).hexdigest()[:16]
-            self.k8s_driver_pod = settings.spark_conf.get("spark.kubernetes.driver.pod.name", f"fg-{digest}-driver")
+        # The leader is the running (rendered) task object; the other members come from the DAG and
+        # have their templates rendered in execute().
+        self.tasks: dict[str, StageTaskLike] = {
+            m: leader if m == leader.task_id else self.dag.get_task(m) for m in self.members
+        }
+        self.app_name = f"{self.dag.dag_id}.{region} [{self.run.run_id} try {self.run.try_number}]"
+        self.folder = RegionFolder(settings.storage_root, self.dag.dag_id, self.run.run_id, region, self.run.try_number)
+        self.statuses: dict[str, StageStatus] = {}
+        self._launcher: Launcher | None = None
+        self._handle: LaunchHandle | None = None
+        self._killed = False
 
-    # ------------------------------------------------------------------ public
+    # ------------------------------------------------------------------ the sequence
 
-    def run(self) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
-        root = self.settings.storage_root
-        folder = os.path.join(
-            stage_folder(root, self.dag.dag_id, self.run_id, "_regions"), self.region, f"try={self.try_number}"
-        )
-        if os.path.isdir(folder):
-            shutil.rmtree(folder)  # an earlier attempt with this try number was killed before it ended
-        os.makedirs(folder)
+    def execute(self) -> RegionOutcome:
+        self.folder.reset(self.members)
         for member in self.members:
-            cleanup_uncommitted(stage_folder(root, self.dag.dag_id, self.run_id, member))
             if member != self.leader.task_id:
-                self.tasks[member].render_template_fields(self.context)
+                self.tasks[member].render_template_fields(self.run.raw)
         clock = time.perf_counter()
-        inputs = {m: self._stage_inputs(m) for m in self.members}
+        inputs = {m: self.stage_inputs(m) for m in self.members}
         timings = {"inputs_s": time.perf_counter() - clock}
         clock = time.perf_counter()
-        profile = self.settings.cluster_profile()
-        decision = decide_region(self.plan, self.region, inputs, self._config_for, profile)
+        decision = self.decide(inputs)
         carrier = choose_carrier(self.settings, decision.sizing, self.tasks)
-        for trace in decision.traces.values():
-            trace.execution = carrier.trace()
-        if carrier.pool is not None:
-            return self._run_in_pool(carrier, decision, inputs, folder, timings, clock)
-        grant = self._acquire(decision)
-        try:
-            if grant.decision.outcome is CapacityOutcome.REDUCED:
-                smaller = reduced_profile(profile, decision.sizing, grant.decision.executors)
-                decision = decide_region(self.plan, self.region, inputs, self._config_for, smaller)
-                for trace in decision.traces.values():
-                    trace.execution = carrier.trace()
+        launcher = self.pick_launcher(carrier)
+        if launcher.capacity_kind == "none":
             timings["decide_s"] = time.perf_counter() - clock
-            waited_s = time.time() - self.waited_since if self.waited_since else None
-            for trace in decision.traces.values():
-                trace.capacity = grant.trace(waited_s)
-                if grant.decision.outcome is CapacityOutcome.REDUCED:
-                    # Each stage keeps its data-driven parallelism (its tasks' memory share is unchanged) and
-                    # runs in more waves on the granted executors.
-                    trace.capacity["message"] += (
-                        f"; sized again on {decision.sizing.executor_instances} executor(s), "
-                        f"{trace.waves} wave(s) for this stage"
-                    )
-            return self._run_decided(decision, inputs, folder, timings)
+            return self.launch_and_collect(launcher, carrier, decision, inputs, self.warm_capacity(carrier), timings)
+        grant = self.reserve(launcher, decision)
+        try:
+            capacity = CapacityRecord(grant.trace(self.waited_s()))
+            if grant.decision.outcome is CapacityOutcome.REDUCED:
+                smaller = reduced_profile(self.settings.cluster_profile(), decision.sizing, grant.decision.executors)
+                decision = decide_region(self.plan, self.region, inputs, self.config_for, smaller)
+                capacity = CapacityRecord(capacity.trace, decision.sizing.executor_instances)
+            timings["decide_s"] = time.perf_counter() - clock
+            return self.launch_and_collect(launcher, carrier, decision, inputs, capacity, timings)
         finally:
             grant.release()
-
-    def _run_in_pool(
-        self,
-        carrier: Carrier,
-        decision: RegionDecision,
-        inputs: Mapping[str, StageInputs],
-        folder: str,
-        timings: dict[str, float],
-        clock: float,
-    ) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
-        from airflow_provider_finegrained.warm import in_use
-
-        timings["decide_s"] = time.perf_counter() - clock
-        pool = carrier.pool
-        # The pool's executors are already running: nothing to declare to the cluster.
-        for trace in decision.traces.values():
-            trace.capacity = {
-                "outcome": "warm_pool",
-                "message": f"runs in the warm pool's running executors ({pool.url})",
-                "source": pool.url,
-            }
-        self.leader.log.info("Region %s runs warm in %s: %s", self.region, pool.url, carrier.reason)
-        with in_use(pool):
-            return self._run_decided(decision, inputs, folder, timings, pool=pool)
-
-    def _run_decided(
-        self,
-        decision: RegionDecision,
-        inputs: Mapping[str, StageInputs],
-        folder: str,
-        timings: dict[str, float],
-        pool: Any = None,
-    ) -> tuple[dict[str, OutputRecord], dict[str, StageTrace]]:
-        job = self._job(decision, inputs, folder)
-        # A warm region runs with the pool's application settings; only its session settings are its own.
-        app_conf = self._application_conf(decision) if pool is None else {}
-        for stage_job in job.stages:
-            effective = {**app_conf, **stage_job.session_conf}
-            decision.traces[stage_job.name].spark_conf = {
-                k: "***" if is_secret_key(k) else v for k, v in sorted(effective.items())
-            }
-        job_path = job.dump()
-        self.ti.xcom_push(
-            key=REGION_KEY,
-            value={
-                "region": self.region,
-                "folder": folder,
-                "leader": self.leader.task_id,
-                "try_number": self.try_number,
-                "stages": list(self.members),
-            },
-        )
-        clock, launched = time.perf_counter(), time.time()
-        result = self._submit(app_conf, job_path) if pool is None else self._run_warm(job, pool)
-        timings["submit_s"] = time.perf_counter() - clock
-        records: dict[str, OutputRecord] = {}
-        for member in self.members:
-            status = StageStatus.read(job.status_path(member))
-            self.statuses[member] = status or StageStatus(member, "not_run", error="the driver recorded no result")
-            trace = decision.traces[member]
-            trace.application_id = result.application_id or (status.application_id if status else None)
-            if status and status.output:
-                trace.output_bytes = sum(status.output["partition_bytes"])
-                trace.output_rows = status.output["rows"]
-            if status:
-                trace.started_at, trace.ended_at = status.started_at, status.ended_at
-                trace.spark_tasks = status.spark_tasks
-            trace.timings = {**timings, **_stage_seconds(status)}
-            if member == self.members[0] and status and status.ready_at:
-                # Start latency: from launching the region to its first stage holding a ready session.
-                trace.timings["start_s"] = datetime.fromisoformat(status.ready_at).timestamp() - launched
-            if self._warm is not None and member in self._warm.session_ids:
-                trace.execution["session"] = self._warm.session_ids[member]
-            write_json(trace_path(folder, member), trace.to_xcom())
-            if status and status.state == "success":
-                records[member] = OutputRecord.from_committed(member, status.output, self.try_number)
-        self._raise_for_failure(result)
-        return records, decision.traces
 
     def log_lines(self, stage: str) -> list[str]:
         status = self.statuses.get(stage)
         return list(status.log) if status else []
 
     def kill(self) -> None:
+        """Stop the region's application wherever it runs (the launcher knows how)."""
         self._killed = True
-        if self._warm is not None:
-            self._warm.interrupt()  # this region's session only: the pool and other regions go on
-        process = self._process
-        if process is None:
-            return
-        process.kill()
-        if self.settings.deploy_mode == "cluster":
-            self._kill_cluster_driver(process.driver_id, process.application_id)
+        launcher = self._launcher
+        if launcher is not None:
+            self.log.info("Region %s: %s", self.region, launcher.kill(self._handle))
 
-    def _kill_cluster_driver(self, driver_id: str | None, application_id: str | None) -> None:
-        """In cluster mode the driver runs on the cluster: killing spark-submit leaves it running there."""
-        from airflow_provider_finegrained.spark import cluster_managers, standalone_driver
+    # ------------------------------------------------------------------ 1. inputs
 
-        settings, log = self.settings, self.leader.log
-        if settings.master_kind == "standalone" and driver_id:
-            urls = settings.webui_json_urls()
-            state = standalone_driver.kill_driver(
-                settings.master.split(",")[0],
-                driver_id,
-                spark_home=settings.spark_home,
-                webui_json_url=urls[0] if urls else None,
-            )
-            log.info("Driver %s on %s ended: %s", driver_id, settings.master, state)
-        elif settings.master_kind == "yarn" and application_id and settings.yarn_resourcemanager_url:
-            state = cluster_managers.kill_yarn_app(settings.yarn_resourcemanager_url, application_id)
-            log.info("YARN application %s: %s", application_id, state)
-        elif settings.master_kind == "k8s" and self.k8s_driver_pod:
-            namespace = settings.spark_conf.get("spark.kubernetes.namespace", "default")
-            command = cluster_managers.k8s_kill_command(
-                settings.master, namespace, self.k8s_driver_pod, spark_home=settings.spark_home
-            )
-            subprocess.run(command, check=False, timeout=120)
-            log.info("Asked Kubernetes to delete driver pod %s/%s", namespace, self.k8s_driver_pod)
-        else:
-            log.warning(
-                "The driver of region %s runs on %s and could not be stopped from here (driver %s, application %s)",
-                self.region,
-                settings.master,
-                driver_id,
-                application_id,
-            )
-
-    # ------------------------------------------------------------------ capacity (FLIP-138)
-
-    def _request(self, decision: RegionDecision) -> ExecutorRequest:
-        minimums = {m: self._config_for(m).min_parallelism for m in self.members}
-        least = minimum_slots(minimums, self.settings.min_slots, decision.sizing.slots)
-        return region_request(decision.sizing, least, count_overhead=self.settings.master_kind != "standalone")
-
-    def _acquire(self, decision: RegionDecision) -> Grant:
-        source = capacity_source(self.settings)
-        key = f"{self.dag.dag_id}/{self.run_id}/{self.region}/try={self.try_number}"
-        try:
-            grant = acquire(source, self._request(decision), key, self.app_name)
-        except CapacityImpossible as exc:
-            raise CapacityImpossible(f"region {self.region} (stages {', '.join(self.members)}): {exc}") from None
-        except CapacityWait as exc:
-            raise CapacityWait(f"region {self.region} (stages {', '.join(self.members)}): {exc}", exc.request) from None
-        except CapacityUnavailable as exc:
-            raise CapacityUnavailable(
-                f"region {self.region}: cannot read the free capacity of {self.settings.master}: {exc}; "
-                "the task fails and Airflow retries it if it has retries left"
-            ) from None
-        self.leader.log.info("Capacity for region %s: %s", self.region, grant.decision.message)
-        return grant
-
-    # ------------------------------------------------------------------ inputs and decisions
-
-    def _config_for(self, stage: str) -> ParallelismConfig:
-        plan = self.plan.stages[stage]
-        overrides = {
-            k: v
-            for k, v in (("min_parallelism", plan.min_parallelism), ("max_parallelism", plan.max_parallelism))
-            if v is not None
-        }
-        try:
-            config: ParallelismConfig = self.settings.parallelism_config(**overrides)
-        except ValueError as exc:
-            raise ValueError(f"stage {stage!r}: {exc}") from exc
-        return config
-
-    def _stage_inputs(self, stage: str) -> StageInputs:
+    def stage_inputs(self, stage: str) -> StageInputs:
         upstream: dict[str, OutputRecord] = {}
         upstream_parallelism: dict[str, int] = {}
         for exchange in self.plan.stages[stage].inputs:
             if exchange.producer in self.members:
                 continue
-            value = self.ti.xcom_pull(task_ids=exchange.producer, key=OUTPUT_KEY)
+            value = self.run.ti.xcom_pull(task_ids=exchange.producer, key=OUTPUT_KEY)
             record = OutputRecord.from_xcom(value, upstream=exchange.producer, consumer=stage)
             try:
-                read_committed(record.path)
+                self.folder.read_committed(record.path)
             except OutputError as exc:
                 raise UpstreamOutputError(
                     f"stage {stage!r} reads from {exchange.producer!r}, whose output is not readable: {exc}; "
@@ -332,7 +200,7 @@ class RegionRunner:
                 ) from exc
             upstream[exchange.input_name] = record
             if exchange.distribution is Distribution.FORWARD:
-                trace = self.ti.xcom_pull(task_ids=exchange.producer, key=TRACE_KEY) or {}
+                trace = self.run.ti.xcom_pull(task_ids=exchange.producer, key=TRACE_KEY) or {}
                 if "parallelism" in trace:
                     upstream_parallelism[exchange.input_name] = int(trace["parallelism"])
         external = {}
@@ -346,9 +214,186 @@ class RegionRunner:
                 broadcast.add(name)
         return StageInputs(upstream, external, frozenset(broadcast), upstream_parallelism)
 
-    # ------------------------------------------------------------------ the job
+    # ------------------------------------------------------------------ 2. decide
 
-    def _job(self, decision: RegionDecision, inputs: Mapping[str, StageInputs], folder: str) -> RegionJob:
+    def config_for(self, stage: str) -> ParallelismConfig:
+        plan = self.plan.stages[stage]
+        overrides = {
+            k: v
+            for k, v in (("min_parallelism", plan.min_parallelism), ("max_parallelism", plan.max_parallelism))
+            if v is not None
+        }
+        try:
+            return self.settings.parallelism_config(**overrides)
+        except ValueError as exc:
+            raise ValueError(f"stage {stage!r}: {exc}") from exc
+
+    def decide(self, inputs: Mapping[str, StageInputs]) -> RegionDecision:
+        return decide_region(self.plan, self.region, inputs, self.config_for, self.settings.cluster_profile())
+
+    # ------------------------------------------------------------------ 3. launcher
+
+    def pick_launcher(self, carrier: Carrier) -> Launcher:
+        launcher = select(self.settings, carrier.pool, self.log)
+        self._launcher = launcher
+        if carrier.pool is not None:
+            self.log.info("Region %s runs warm in %s: %s", self.region, carrier.pool.url, carrier.reason)
+        return launcher
+
+    # ------------------------------------------------------------------ 4. capacity (FLIP-138)
+
+    def waited_s(self) -> float | None:
+        return time.time() - self.waited_since if self.waited_since else None
+
+    @staticmethod
+    def warm_capacity(carrier: Carrier) -> CapacityRecord:
+        url = carrier.pool.url if carrier.pool is not None else ""
+        # The pool's executors are already running: nothing to declare to the cluster.
+        return CapacityRecord(
+            {"outcome": "warm_pool", "message": f"runs in the warm pool's running executors ({url})", "source": url}
+        )
+
+    def reserve(self, launcher: Launcher, decision: RegionDecision) -> Grant:
+        minimums = {m: self.config_for(m).min_parallelism for m in self.members}
+        least = minimum_slots(minimums, self.settings.min_slots, decision.sizing.slots)
+        request = region_request(decision.sizing, least, count_overhead=launcher.count_overhead)
+        key = f"{self.dag.dag_id}/{self.run.run_id}/{self.region}/try={self.run.try_number}"
+        stages = ", ".join(self.members)
+        try:
+            grant = acquire(capacity_source(self.settings), request, key, self.app_name)
+        except CapacityImpossible as exc:
+            raise CapacityImpossible(f"region {self.region} (stages {stages}): {exc}") from None
+        except CapacityWait as exc:
+            raise CapacityWait(f"region {self.region} (stages {stages}): {exc}", exc.request) from None
+        except CapacityUnavailable as exc:
+            raise CapacityUnavailable(
+                f"region {self.region}: cannot read the free capacity of {self.settings.master}: {exc}; "
+                "the task fails and Airflow retries it if it has retries left"
+            ) from None
+        self.log.info("Capacity for region %s: %s", self.region, grant.decision.message)
+        return grant
+
+    # ------------------------------------------------------------------ 5. launch
+
+    def launch_and_collect(
+        self,
+        launcher: Launcher,
+        carrier: Carrier,
+        decision: RegionDecision,
+        inputs: Mapping[str, StageInputs],
+        capacity: CapacityRecord,
+        timings: dict[str, float],
+    ) -> RegionOutcome:
+        job = self.job(decision, inputs)
+        # A warm region runs with the pool's application settings; only its session settings are its own.
+        app_conf = self.application_conf(launcher, decision)
+        spark_conf = {
+            stage.name: {k: "***" if is_secret_key(k) else v for k, v in {**app_conf, **stage.session_conf}.items()}
+            for stage in job.stages
+        }
+        spec = LaunchSpec(
+            region=self.region,
+            app_name=self.app_name,
+            job_path=self.folder.write_job(job),
+            conf=app_conf,
+            timeout_s=self.leader.submit_timeout,
+        )
+        self.run.ti.xcom_push(
+            key=REGION_KEY,
+            value={
+                "region": self.region,
+                "folder": self.folder.path,
+                "leader": self.leader.task_id,
+                "try_number": self.run.try_number,
+                "stages": list(self.members),
+            },
+        )
+        clock, launched = time.perf_counter(), time.time()
+        result = self.launch(launcher, spec)
+        facts = RegionRunFacts(
+            carrier=carrier.trace(),
+            capacity=capacity,
+            timings={**timings, "submit_s": time.perf_counter() - clock},
+            launched_at=launched,
+            launch=result,
+        )
+        outcome = self.collect(decision, facts, spark_conf)
+        self.raise_for_failure(result)
+        return outcome
+
+    def application_conf(self, launcher: Launcher, decision: RegionDecision) -> dict[str, str]:
+        if launcher.capacity_kind == "none":
+            return {}
+        conf = {
+            "spark.ui.showConsoleProgress": "false",
+            **decision.sizing.application_conf(),
+            **minimum_resources_conf(self.settings.resource_bounds(), decision.sizing),
+        }
+        if not decision.sizing.local:
+            # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
+            conf["spark.driver.memory"] = f"{self.settings.driver_memory // 2**20}m"
+            # Even spread (FLIP-370): start the first tasks only once every granted executor has registered;
+            # Spark's default starts on the first one, which then takes the first wave almost alone.
+            conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0"
+            conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "60s"
+        conf.update(launcher.application_conf(self.app_name))
+        conf.update({k: str(v) for k, v in self.settings.spark_conf.items()})
+        for member in self.members:
+            conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
+        return conf
+
+    def launch(self, launcher: Launcher, spec: LaunchSpec) -> LaunchResult:
+        live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs
+
+        def on_line(line: str) -> None:
+            self.log.info("%s", line)
+            live.on_line(line)
+
+        if self._killed:
+            raise RuntimeError(f"region {self.region} was killed before it was submitted")
+        self._handle = launcher.submit(spec, LaunchEvents(on_line=on_line, on_application=live.on_application))
+        return launcher.wait(self._handle)
+
+    # ------------------------------------------------------------------ 6. collect and publish
+
+    def collect(
+        self, decision: RegionDecision, facts: RegionRunFacts, spark_conf: Mapping[str, Mapping[str, str]]
+    ) -> RegionOutcome:
+        records: dict[str, OutputRecord] = {}
+        traces: dict[str, StageTrace] = {}
+        for member in self.members:
+            status = self.folder.read_status(member)
+            self.statuses[member] = status or StageStatus(member, "not_run", error="the driver recorded no result")
+            trace = stage_trace(
+                decision.traces[member], facts, spark_conf[member], status, first=member == self.members[0]
+            )
+            self.folder.write_trace(trace)
+            traces[member] = trace
+            if status and status.state == "success":
+                records[member] = OutputRecord.from_committed(member, status.output, self.run.try_number)
+        return RegionOutcome(records, traces)
+
+    def raise_for_failure(self, result: LaunchResult) -> None:
+        from airflow_provider_finegrained.operators.spark_stage import StageFailedError
+
+        for line in result.diagnostics:
+            self.log.error("%s", line)
+        broken = next((s for s in self.statuses.values() if s.state == "failed"), None)
+        if broken is not None:
+            raise StageFailedError(
+                f"region {self.region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
+            )
+        if result.returncode != 0:
+            tail = "\n".join(result.tail[-20:])
+            where = "\n".join(result.diagnostics[:5])
+            raise StageFailedError(
+                f"region {self.region}: spark-submit exited with code {result.returncode} before the stages "
+                f"reported (stages {list(self.members)}); last output lines:\n{tail}" + (f"\n{where}" if where else "")
+            )
+
+    # ------------------------------------------------------------------ the job the driver runs
+
+    def job(self, decision: RegionDecision, inputs: Mapping[str, StageInputs]) -> RegionJob:
         from pyspark import cloudpickle
 
         stages = []
@@ -383,9 +428,7 @@ class RegionRunner:
                 )
             callable_path = None
             if task.python_callable is not None:
-                callable_path = os.path.join(folder, f"callable-{member}.pkl")
-                with open(callable_path, "wb") as handle:
-                    handle.write(_pickle_by_value(cloudpickle, task.python_callable))
+                callable_path = self.folder.write_callable(member, _pickle_by_value(cloudpickle, task.python_callable))
             needs_output = bool(decision.outside_consumers[member]) or not decision.in_region_consumers[member]
             stages.append(
                 StageJob(
@@ -393,10 +436,14 @@ class RegionRunner:
                     inputs=refs,
                     session_conf={
                         **decision.sizing.stages[member].session_conf(),
-                        **self._adaptive_conf(member),
+                        **self.adaptive_conf(member),
                         **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
                     },
-                    output_location=self._output_location(task) if needs_output or task.output_path else None,
+                    output_location=(
+                        self.folder.output_location(member, task.output_path)
+                        if needs_output or task.output_path
+                        else None
+                    ),
                     output_format=task.output_format,
                     callable_path=callable_path,
                     application=task.application,
@@ -406,145 +453,30 @@ class RegionRunner:
                 )
             )
         return RegionJob(
-            self.region, self.dag.dag_id, self.run_id, self.try_number, self.settings.storage_root, folder, stages
+            self.region,
+            self.dag.dag_id,
+            self.run.run_id,
+            self.run.try_number,
+            self.settings.storage_root,
+            self.folder.path,
+            stages,
         )
 
-    def _output_location(self, task: Any) -> str:
-        root = self.settings.storage_root
-        if task.output_path:
-            try:
-                return ensure_inside_root(root, task.output_path)
-            except ValueError as exc:
-                raise ValueError(
-                    f"stage {task.task_id!r}: output_path {task.output_path!r} is outside the storage root "
-                    f"{root!r}; give a path inside it or leave output_path unset"
-                ) from exc
-        return output_location(root, self.dag.dag_id, self.run_id, task.task_id, self.try_number)
-
-    def _adaptive_conf(self, stage: str) -> dict[str, str]:
+    def adaptive_conf(self, stage: str) -> dict[str, str]:
         if not self.settings.adaptive_query_execution:
             return {"spark.sql.adaptive.enabled": "false"}
         # AQE stays on as an in-query correction: the decided parallelism is an upper bound that AQE
         # may coalesce towards the same bytes per task when filters leave less data than planned.
-        per_task = self._config_for(stage).avg_bytes_per_task
+        per_task = self.config_for(stage).avg_bytes_per_task
         return {
             "spark.sql.adaptive.enabled": "true",
             "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
             "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(per_task),
         }
 
-    def _application_conf(self, decision: RegionDecision) -> dict[str, str]:
-        conf = {
-            "spark.ui.showConsoleProgress": "false",
-            **decision.sizing.application_conf(),
-            **minimum_resources_conf(self.settings.resource_bounds(), decision.sizing),
-        }
-        if not decision.sizing.local:
-            # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
-            conf["spark.driver.memory"] = f"{self.settings.driver_memory // 2**20}m"
-            # Even spread (FLIP-370): start the first tasks only once every granted executor has registered;
-            # Spark's default starts on the first one, which then takes the first wave almost alone.
-            conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0"
-            conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "60s"
-        if self.k8s_driver_pod:
-            conf["spark.kubernetes.driver.pod.name"] = self.k8s_driver_pod
-        conf.update({k: str(v) for k, v in self.settings.spark_conf.items()})
-        for member in self.members:
-            conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
-        return conf
 
-    def _submit(self, app_conf: dict[str, str], job_path: str) -> Any:
-        check_java(self.settings.java_home)
-        env = {"PYTHONUNBUFFERED": "1"}
-        if self.settings.java_home:
-            env["JAVA_HOME"] = self.settings.java_home
-        if self.settings.master.startswith("local"):
-            env.setdefault("SPARK_LOCAL_IP", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
-        request = SubmitRequest(
-            application=os.path.abspath(driver.__file__),
-            master=self.settings.master,
-            deploy_mode=self.settings.deploy_mode,
-            name=self.app_name,
-            conf=app_conf,
-            application_args=[job_path],
-            env=env,
-        )
-        command = build_spark_submit_command(request, self.settings.spark_home)
-        log = self.leader.log
-        log.info(
-            "Submitting region %s (%s) to %s: %s",
-            self.region,
-            ", ".join(self.members),
-            self.settings.master,
-            " ".join(redacted_command(command)),
-        )
-        live = LiveLink(self.ti, self.settings)  # the Spark UI link, while the application runs
-
-        def on_line(line: str) -> None:
-            log.info("%s", line)
-            live.on_line(line)
-
-        def on_app_id(app_id: str) -> None:
-            log.info("Spark application id: %s", app_id)
-            if not app_id.startswith("driver-"):  # standalone cluster mode reports its driver's id too
-                live.on_application(app_id)
-
-        process = SparkSubmitProcess(
-            command,
-            build_spark_submit_env(request, spark_home=self.settings.spark_home),
-            on_line=on_line,
-            app_id_callback=on_app_id,
-            timeout=self.leader.submit_timeout,
-        )
-        self._process = process
-        if self._killed:
-            raise RuntimeError(f"region {self.region} was killed before it was submitted")
-        process.start()
-        return process.wait()
-
-    def _run_warm(self, job: RegionJob, pool: Any) -> SubmitResult:
-        from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
-
-        sessions = ConnectSessions(pool.url, pool.ui_url, own_pool=pool.folder is not None)
-        self._warm = sessions
-        if self._killed:
-            raise RuntimeError(f"region {self.region} was killed before it started")
-        clock = time.perf_counter()
-        failed = run_region_warm(job, sessions)
-        return SubmitResult(
-            returncode=1 if failed else 0,
-            application_id=sessions.application_id or pool.application_id,
-            duration_s=time.perf_counter() - clock,
-            killed=self._killed,
-        )
-
-    def _raise_for_failure(self, result: Any) -> None:
-        from airflow_provider_finegrained.operators.spark_stage import StageFailedError
-
-        broken = next((s for s in self.statuses.values() if s.state == "failed"), None)
-        if broken is not None:
-            raise StageFailedError(
-                f"region {self.region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
-            )
-        if result.returncode != 0:
-            tail = "\n".join(result.tail[-20:])
-            raise StageFailedError(
-                f"region {self.region}: spark-submit exited with code {result.returncode} before the stages "
-                f"reported (stages {list(self.members)}); last output lines:\n{tail}"
-            )
-
-
-def _stage_seconds(status: StageStatus | None) -> dict[str, float]:
-    if status is None or not status.started_at or not status.ended_at:
-        return {}
-    started, ended = datetime.fromisoformat(status.started_at), datetime.fromisoformat(status.ended_at)
-    return {"spark_stage_s": (ended - started).total_seconds()}
-
-
-def _pickle_by_value(cloudpickle: Any, fn: Any) -> bytes:
+def _pickle_by_value(cloudpickle: Any, fn: Callable[..., Any]) -> bytes:
     """Pickle ``fn`` with the code of its module, so the driver needs no access to the DAG folder."""
-    import sys
-
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
     by_value = module is not None and _is_user_module(module)
     if by_value:
@@ -557,6 +489,6 @@ def _pickle_by_value(cloudpickle: Any, fn: Any) -> bytes:
             cloudpickle.unregister_pickle_by_value(module)
 
 
-def _is_user_module(module: Any) -> bool:
+def _is_user_module(module: ModuleType) -> bool:
     path = getattr(module, "__file__", None) or ""
     return bool(path) and "site-packages" not in path and not path.startswith(os.path.dirname(os.__file__))

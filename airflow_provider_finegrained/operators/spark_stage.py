@@ -174,7 +174,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         runner = RegionRunner(self, plan, region, settings, context, waited_since=(waited or {}).get("since"))
         self._process = runner
         try:
-            records, traces = runner.run()
+            outcome = runner.execute()
         except CapacityImpossible as exc:
             raise AirflowFailException(str(exc)) from None  # retrying cannot make a worker larger
         except CapacityWait as exc:
@@ -183,7 +183,9 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             self._process = None
             # Also for a failed region: its application's UI is where to look for why.
             self._push_spark_ui(context, settings, runner.statuses.get(self.task_id))
-        return self._publish(context, records[self.task_id], traces[self.task_id], runner.log_lines(self.task_id))
+        return self._publish(
+            context, outcome.records[self.task_id], outcome.traces[self.task_id], runner.log_lines(self.task_id)
+        )
 
     def _defer_for_capacity(self, settings: Any, wait: Any, waited: Mapping[str, float] | None) -> NoReturn:
         from airflow_provider_finegrained.execution.capacity_gate import capacity_source

@@ -289,6 +289,11 @@ class SparkSubmitProcess:
         """The last output lines seen so far."""
         return tuple(self._tail)
 
+    @property
+    def returncode(self) -> int | None:
+        """spark-submit's exit code once it has ended; None before `start()` and while it runs."""
+        return None if self._proc is None else self._proc.poll()
+
     def start(self) -> None:
         """Start spark-submit in a new session, so that its whole tree can be signalled as a group."""
         with self._lock:

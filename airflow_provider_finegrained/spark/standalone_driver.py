@@ -196,12 +196,12 @@ def kill_driver(
     wait for the driver's end (it polls the master every 10 s), and the final state it logs is returned.
     A driver that had already ended is not an error: its final state is returned.
     """
+    from airflow_provider_finegrained.launchers.master import parse_master
     from airflow_provider_finegrained.spark.process import run_spark_submit
     from airflow_provider_finegrained.spark.submit import spark_home as find_spark_home
-    from airflow_provider_finegrained.spark.submit import validate_master
 
     _check_driver_id(driver_id)
-    if not validate_master(master_url).startswith("spark://"):
+    if parse_master(master_url).kind != "standalone":
         raise ValueError(f"master_url: {master_url!r} is not a standalone master; allowed: spark://host:port")
     deadline = time.monotonic() + timeout_s
     app_id = None

@@ -13,19 +13,18 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.spark.cluster_managers import (
-    HttpRequest,
-    HttpRequestError,
-    HttpResponse,
+from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, HttpResponse, send
+from airflow_provider_finegrained.launchers.kubernetes import (
     K8sDriverStatus,
     k8s_cluster_submit_request,
     k8s_kill_command,
     k8s_status_command,
-    kill_yarn_app,
     parse_k8s_status_output,
+)
+from airflow_provider_finegrained.launchers.yarn import (
+    kill_yarn_app,
     parse_yarn_app_status,
     parse_yarn_kill_answer,
-    send,
     yarn_app_status,
     yarn_cluster_submit_request,
     yarn_kill_request,

@@ -1,0 +1,81 @@
+"""Every touch of a region run's storage, in one class: the run's folder, its stages' folders, the files in it.
+
+The region folder (``<root>/<dag>/<run>/_regions/<region>/try=<n>``) holds the job file, the pickled
+stage callables, each stage's status (written by the driver) and trace (written here). Keeping the
+filesystem calls here lets the storage layer take them over in one place. No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+from airflow_provider_finegrained.runtime.job import StageStatus, status_path, trace_path, write_json
+from airflow_provider_finegrained.runtime.output import (
+    cleanup_uncommitted,
+    ensure_inside_root,
+    output_location,
+    read_committed,
+    stage_folder,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.contract import StageTrace
+    from airflow_provider_finegrained.runtime.job import RegionJob
+    from airflow_provider_finegrained.runtime.output import CommittedOutput
+
+
+class RegionFolder:
+    """One try of one region: its folder under the storage root, and its stages' output folders."""
+
+    def __init__(self, root: str, dag_id: str, run_id: str, region: str, try_number: int) -> None:
+        self.root = root
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.try_number = try_number
+        self.path = os.path.join(stage_folder(root, dag_id, run_id, "_regions"), region, f"try={try_number}")
+
+    def reset(self, stages: list[str]) -> None:
+        """An empty folder for this try, and no uncommitted leftovers in the stages' output folders."""
+        if os.path.isdir(self.path):
+            shutil.rmtree(self.path)  # an earlier attempt with this try number was killed before it ended
+        os.makedirs(self.path)
+        for stage in stages:
+            cleanup_uncommitted(stage_folder(self.root, self.dag_id, self.run_id, stage))
+
+    def write_callable(self, stage: str, data: bytes) -> str:
+        """Store a stage's pickled callable for the driver; returns its location."""
+        path = os.path.join(self.path, f"callable-{stage}.pkl")
+        with open(path, "wb") as handle:
+            handle.write(data)
+        return path
+
+    def write_job(self, job: RegionJob) -> str:
+        """Store the region job for the driver; returns its location."""
+        return job.dump()
+
+    def read_status(self, stage: str) -> StageStatus | None:
+        """What the driver recorded for a stage; None when it recorded nothing."""
+        return StageStatus.read(status_path(self.path, stage))
+
+    def write_trace(self, trace: StageTrace) -> None:
+        """The stage's trace, where the region's other tasks read it."""
+        write_json(trace_path(self.path, trace.stage), trace.to_xcom())
+
+    def output_location(self, stage: str, output_path: str | None) -> str:
+        """Where a stage commits its output: its ``output_path`` (inside the root) or the default location."""
+        if output_path:
+            try:
+                return ensure_inside_root(self.root, output_path)
+            except ValueError as exc:
+                raise ValueError(
+                    f"stage {stage!r}: output_path {output_path!r} is outside the storage root {self.root!r}; "
+                    "give a path inside it or leave output_path unset"
+                ) from exc
+        return output_location(self.root, self.dag_id, self.run_id, stage, self.try_number)
+
+    @staticmethod
+    def read_committed(location: str) -> CommittedOutput:
+        """An upstream stage's committed output (OutputError when it is not readable)."""
+        return read_committed(location)

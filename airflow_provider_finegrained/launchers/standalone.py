@@ -1,0 +1,63 @@
+"""``spark://`` masters: client mode, and cluster mode with the driver on a worker.
+
+A Python driver in cluster mode is launched through Spark's PythonRunner under
+``spark/standalone_driver.py`` (Spark refuses ``--deploy-mode cluster`` for ``.py`` files on standalone);
+stopping it needs the master's kill request, since killing spark-submit leaves the driver running.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle
+from airflow_provider_finegrained.launchers.links import quote
+from airflow_provider_finegrained.launchers.master import MasterKind
+from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
+from airflow_provider_finegrained.spark import standalone_driver
+from airflow_provider_finegrained.spark.process import SparkSubmitProcess
+
+DRIVER_LOG_BYTES = 64 * 1024
+
+
+class StandaloneLauncher(SparkSubmitLauncher):
+    """spark-submit to a standalone master; free capacity from the master's ``/json/``."""
+
+    name = "standalone"
+    kinds: frozenset[MasterKind] = frozenset({"standalone"})
+    capacity_kind: CapacityKind = "standalone"
+    # A standalone master books only spark.executor.memory (and off-heap) against a worker's memory.
+    count_overhead = False
+
+    def _json_url(self) -> str | None:
+        urls = self.settings.webui_json_urls()
+        return urls[0] if urls else None
+
+    def _driver_id(self) -> str | None:
+        return None if self._process is None else self._process.driver_id
+
+    def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
+        if self.settings.deploy_mode != "cluster":
+            return "spark-submit and its driver were stopped"
+        driver_id = process.driver_id
+        if not driver_id:
+            return "spark-submit was stopped before the master named a driver"
+        state = standalone_driver.kill_driver(
+            self.settings.master.split(",")[0],
+            driver_id,
+            spark_home=self.settings.spark_home,
+            webui_json_url=self._json_url(),
+        )
+        return f"driver {driver_id} on {self.settings.master} ended: {state}"
+
+    def driver_log(self, handle: LaunchHandle) -> str | None:
+        """In cluster mode the driver's stderr from its worker (spark-submit's output does not hold it)."""
+        driver_id, json_url = self._driver_id(), self._json_url()
+        if self.settings.deploy_mode != "cluster" or not driver_id or not json_url:
+            return None
+        text = standalone_driver.read_driver_log(json_url, driver_id, "stderr", max_bytes=DRIVER_LOG_BYTES)
+        return f"driver {driver_id} stderr (last {DRIVER_LOG_BYTES // 1024} KiB):\n{text}"
+
+    def cluster_app_url(self, application_id: str) -> str | None:
+        json_url = self._json_url()
+        if not json_url:
+            return None
+        base = json_url.rstrip("/").removesuffix("/json")
+        return f"{base}/app/?appId={quote(application_id)}"

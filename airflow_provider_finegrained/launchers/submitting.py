@@ -1,0 +1,185 @@
+"""What every spark-submit launcher shares: building the command, running it, streaming it, stopping it.
+
+The cluster managers differ in the request they submit (``request``), the settings they need
+(``application_conf``), what is left running on the cluster when spark-submit is stopped
+(``kill_remote``), where the driver's log is (``driver_log``) and where the application is shown
+(``cluster_app_url``); each launcher overrides those.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from airflow_provider_finegrained.launchers.base import (
+    CapacityKind,
+    LaunchCancelled,
+    LaunchEvents,
+    LaunchHandle,
+    LaunchResult,
+    LaunchSpec,
+    LaunchState,
+    LaunchStatus,
+)
+from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targets
+from airflow_provider_finegrained.launchers.master import MasterKind
+from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.process import SparkSubmitCancelled, SparkSubmitProcess
+from airflow_provider_finegrained.spark.submit import (
+    SubmitRequest,
+    build_spark_submit_command,
+    build_spark_submit_env,
+    redacted_command,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+_DRIVER_ID_PREFIX = "driver-"
+
+
+def driver_program() -> str:
+    """The program every region's driver runs (``runtime/driver.py``): it reads the region job and runs it."""
+    from airflow_provider_finegrained.runtime import driver
+
+    return os.path.abspath(driver.__file__)
+
+
+class SparkSubmitLauncher:
+    """A region's application submitted with spark-submit; the base of the cluster managers' launchers."""
+
+    name = "spark-submit"
+    kinds: frozenset[MasterKind] = frozenset()
+    capacity_kind: CapacityKind = "declared"
+    count_overhead = True
+
+    def __init__(self, settings: ConnectionSettings, log: logging.Logger | None = None) -> None:
+        self.settings = settings
+        self.log = log or logging.getLogger(__name__)
+        self._lock = threading.Lock()
+        self._process: SparkSubmitProcess | None = None
+        self._killed = False
+
+    # -- what the cluster managers override ---------------------------------------------------------
+
+    def application_conf(self, app_name: str) -> dict[str, str]:
+        return {}
+
+    def env(self, spec: LaunchSpec) -> dict[str, str]:
+        env = {"PYTHONUNBUFFERED": "1"}
+        if self.settings.java_home:
+            env["JAVA_HOME"] = self.settings.java_home
+        env.update(spec.env)
+        return env
+
+    def request(self, spec: LaunchSpec) -> SubmitRequest:
+        return SubmitRequest(
+            application=driver_program(),
+            master=self.settings.master,
+            deploy_mode=self.settings.deploy_mode,
+            name=spec.app_name,
+            conf=spec.conf,
+            application_args=[spec.job_path],
+            env=self.env(spec),
+        )
+
+    def submission_id(self, spec: LaunchSpec) -> str | None:
+        return None
+
+    def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
+        """Stop what runs on the cluster after spark-submit itself is gone; say what was done."""
+        return "spark-submit and every process it started were stopped"
+
+    def driver_log(self, handle: LaunchHandle) -> str | None:
+        return None
+
+    def cluster_app_url(self, application_id: str) -> str | None:
+        return None
+
+    # -- the shared machinery --------------------------------------------------------------------------
+
+    def command(self, spec: LaunchSpec) -> list[str]:
+        """The exact argument list that submits ``spec`` (no shell)."""
+        return build_spark_submit_command(self.request(spec), self.settings.spark_home)
+
+    def submit(self, spec: LaunchSpec, events: LaunchEvents | None = None) -> LaunchHandle:
+        check_java(self.settings.java_home)
+        events = events or LaunchEvents()
+        request = self.request(spec)
+        command = build_spark_submit_command(request, self.settings.spark_home)
+        self.log.info(
+            "Submitting region %s to %s: %s", spec.region, self.settings.master, " ".join(redacted_command(command))
+        )
+
+        def on_id(found: str) -> None:
+            if found.startswith(_DRIVER_ID_PREFIX):  # standalone cluster mode names its driver too
+                self.log.info("Spark driver id: %s", found)
+            else:
+                self.log.info("Spark application id: %s", found)
+                events.on_application(found)
+
+        process = SparkSubmitProcess(
+            command,
+            build_spark_submit_env(request, spark_home=self.settings.spark_home),
+            on_line=events.on_line,
+            app_id_callback=on_id,
+            timeout=spec.timeout_s,
+        )
+        with self._lock:
+            if self._killed:
+                raise LaunchCancelled(f"region {spec.region} was killed before it was submitted")
+            self._process = process
+        try:
+            process.start()
+        except SparkSubmitCancelled:
+            raise LaunchCancelled(f"region {spec.region} was killed before it was submitted") from None
+        return LaunchHandle(self.name, spec.app_name, self.submission_id(spec))
+
+    def _started(self) -> SparkSubmitProcess:
+        if self._process is None:
+            raise RuntimeError(f"{self.name} launcher: nothing was submitted")
+        return self._process
+
+    def wait(self, handle: LaunchHandle) -> LaunchResult:
+        result = self._started().wait()
+        diagnostics: tuple[str, ...] = ()
+        if result.returncode != 0 and not result.killed:
+            try:
+                log = self.driver_log(handle)
+            except Exception as exc:  # a diagnostic that cannot be had must not hide the failure itself
+                log = f"the driver's log could not be read: {exc}"
+            diagnostics = tuple(log.splitlines()) if log else ()
+        return LaunchResult(
+            returncode=result.returncode,
+            application_id=result.application_id,
+            duration_s=result.duration_s,
+            tail=result.tail,
+            driver_id=result.driver_id,
+            killed=result.killed,
+            diagnostics=diagnostics,
+        )
+
+    def status(self, handle: LaunchHandle) -> LaunchStatus:
+        process = self._process
+        if process is None:
+            return LaunchStatus("killed" if self._killed else "pending")
+        code = process.returncode
+        if code is None:
+            return LaunchStatus("running", process.application_id, process.driver_id)
+        state: LaunchState = "killed" if self._killed else ("succeeded" if code == 0 else "failed")
+        return LaunchStatus(state, process.application_id, process.driver_id, f"spark-submit exited with code {code}")
+
+    def kill(self, handle: LaunchHandle | None) -> str:
+        with self._lock:
+            self._killed = True
+            process = self._process
+        if process is None:
+            return "nothing was submitted"
+        process.kill()
+        return self.kill_remote(handle, process)
+
+    def ui_links(self, application_id: str | None, driver_ui_url: str | None = None) -> SparkUITargets:
+        cluster = self.cluster_app_url(application_id) if application_id else None
+        return ui_targets(application_id, driver_ui_url, cluster, self.settings.history_server_url)

@@ -1,0 +1,467 @@
+"""The launchers: which one a connection gets, the exact commands they run, and their status, kill, driver-log
+and link requests against local servers speaking YARN's and Kubernetes' REST shapes.
+
+YARN and Kubernetes cannot run here; their spark-submit is a script that prints what the real one prints
+(the application id line) and waits, so submit, wait, kill and the follow-up requests run for real.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.launchers.base import (
+    LaunchCancelled,
+    Launcher,
+    LaunchEvents,
+    LaunchHandle,
+    LaunchResult,
+    LaunchSpec,
+)
+from airflow_provider_finegrained.launchers.kubernetes import KubernetesLauncher, driver_pod_name
+from airflow_provider_finegrained.launchers.local import LocalLauncher
+from airflow_provider_finegrained.launchers.select import select, submit_launcher
+from airflow_provider_finegrained.launchers.standalone import StandaloneLauncher
+from airflow_provider_finegrained.launchers.submitting import driver_program
+from airflow_provider_finegrained.launchers.warm import WarmLauncher
+from airflow_provider_finegrained.launchers.yarn import YarnLauncher
+from airflow_provider_finegrained.spark.submit import python_runner_jar, standalone_driver_path
+from airflow_provider_finegrained.warm import WarmPool
+
+APP_ID = "application_1326821518301_0005"
+SPEC = LaunchSpec(region="r1", app_name="dag.r1 [run try 1]", job_path="/data/_regions/r1/try=1/job.json")
+
+
+def settings(host: str, **extra: Any) -> ConnectionSettings:
+    return ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path) -> str:
+    """A Spark home whose spark-submit prints its arguments, a YARN application id line, then sleeps."""
+    home = tmp_path / "spark"
+    (home / "bin").mkdir(parents=True)
+    (home / "jars").mkdir()
+    (home / "jars" / "spark-tags_2.13-4.3.0.jar").write_text("")
+    script = home / "bin" / "spark-submit"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path}/calls\n'
+        'case "$*" in *--status*) printf "Application status (driver):\\n\\t pod name: $FAKE_POD\\n'
+        '\\t namespace: etl\\n\\t phase: Running\\n"; exit 0;; *--kill*) exit 0;; esac\n'
+        f'echo "INFO Client: Submitted application {APP_ID}"\n'
+        'if [ -n "$FAKE_EXIT" ]; then exit "$FAKE_EXIT"; fi\n'
+        "exec sleep 60\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(home)
+
+
+# -- which launcher ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("master", "extra", "launcher", "capacity", "overhead"),
+    [
+        ("local[2]", {}, LocalLauncher, "local", True),
+        ("local-cluster[2, 1, 1024]", {}, LocalLauncher, "local", True),
+        ("spark://127.0.0.1:7077", {"total_cores": 4}, StandaloneLauncher, "standalone", False),
+        ("yarn", {"total_cores": 4}, YarnLauncher, "declared", True),
+        ("yarn", {"total_cores": 4, "yarn_resourcemanager_url": "http://rm:8088"}, YarnLauncher, "yarn", True),
+        ("k8s://https://k8s.example.com:6443", {"total_cores": 4}, KubernetesLauncher, "declared", True),
+        ("k8s://api-server", {"total_cores": 4}, KubernetesLauncher, "declared", True),
+    ],
+)
+def test_select_picks_the_launcher_of_the_master_kind(
+    master: str, extra: dict[str, Any], launcher: type, capacity: str, overhead: bool
+) -> None:
+    chosen = select(settings(master, **extra))
+    assert type(chosen) is launcher
+    assert isinstance(chosen, Launcher)
+    assert (chosen.capacity_kind, chosen.count_overhead) == (capacity, overhead)
+
+
+def test_select_picks_the_warm_pool_when_the_region_runs_warm() -> None:
+    pool = WarmPool("sc://127.0.0.1:15002", None, None, "app-1", "http://127.0.0.1:4040", 0.0)
+    chosen = select(settings("local[2]"), pool)
+    assert isinstance(chosen, WarmLauncher) and isinstance(chosen, Launcher)
+    assert chosen.capacity_kind == "none"
+    assert chosen.application_conf("x") == {}
+    assert chosen.ui_links("app-1").driver_ui_url == "http://127.0.0.1:4040"
+    assert chosen.kill(None) == "nothing was started in the pool"
+    with pytest.raises(LaunchCancelled, match="region r1 was killed before it started"):
+        chosen.submit(SPEC)
+
+
+# -- exact commands ------------------------------------------------------------------------------------
+
+
+def test_local_command_and_environment(fake_home: str) -> None:
+    launcher = submit_launcher(settings("local[2]", spark_home=fake_home))
+    assert launcher.command(SPEC) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "local[2]",
+        "--deploy-mode",
+        "client",
+        "--name",
+        SPEC.app_name,
+        driver_program(),
+        SPEC.job_path,
+    ]
+    env = launcher.request(SPEC).env
+    assert env["PYTHONUNBUFFERED"] == "1" and env["SPARK_LOCAL_IP"]
+
+
+def test_standalone_cluster_mode_runs_the_python_driver_through_python_runner(fake_home: str) -> None:
+    launcher = submit_launcher(
+        settings("spark://10.0.0.5:7077", total_cores=4, deploy_mode="cluster", spark_home=fake_home)
+    )
+    spec = LaunchSpec("r1", "dag.r1", "/shared/job.json", conf={"spark.executor.cores": "2"})
+    command = launcher.command(spec)
+    assert command[:5] == [sys.executable, "-m", "airflow_provider_finegrained.spark.standalone_driver", "submit", "--"]
+    assert command[5:12] == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "spark://10.0.0.5:7077",
+        "--deploy-mode",
+        "cluster",
+        "--name",
+        "dag.r1",
+    ]
+    assert command[-6:] == [
+        python_runner_jar(fake_home),
+        standalone_driver_path(),
+        "",
+        "run",
+        driver_program(),
+        "/shared/job.json",
+    ]
+    assert "spark.executor.cores=2" in command
+    assert launcher.cluster_app_url("app-1") == "http://10.0.0.5:8080/app/?appId=app-1"
+
+
+def test_yarn_client_and_cluster_commands(fake_home: str) -> None:
+    client = submit_launcher(settings("yarn", total_cores=4, spark_home=fake_home))
+    conf = {**client.application_conf(SPEC.app_name), "spark.yarn.queue": "etl"}
+    assert client.command(LaunchSpec("r1", "dag.r1", "/shared/job.json", conf=conf)) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "yarn",
+        "--deploy-mode",
+        "client",
+        "--name",
+        "dag.r1",
+        "--conf",
+        "spark.yarn.maxAppAttempts=1",
+        "--conf",
+        "spark.yarn.queue=etl",
+        "--conf",
+        "spark.yarn.submit.waitAppCompletion=true",
+        driver_program(),
+        "/shared/job.json",
+    ]
+    cluster = submit_launcher(settings("yarn", total_cores=4, deploy_mode="cluster", spark_home=fake_home))
+    conf = {"spark.archives": "hdfs:///envs/fg.tar.gz#environment", "spark.pyspark.python": "./environment/bin/python"}
+    assert cluster.command(LaunchSpec("r1", "dag.r1", "hdfs:///fg/_regions/r1/job.json", conf=conf)) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "yarn",
+        "--deploy-mode",
+        "cluster",
+        "--name",
+        "dag.r1",
+        "--conf",
+        "spark.archives=hdfs:///envs/fg.tar.gz#environment",
+        "--conf",
+        "spark.pyspark.python=./environment/bin/python",
+        "--conf",
+        "spark.yarn.maxAppAttempts=1",
+        "--conf",
+        "spark.yarn.submit.waitAppCompletion=true",
+        driver_program(),
+        "hdfs:///fg/_regions/r1/job.json",
+    ]
+
+
+K8S_CONF = {
+    "spark.kubernetes.container.image": "registry.example.com/fg:1",
+    "spark.kubernetes.namespace": "etl",
+    "spark.kubernetes.authenticate.driver.serviceAccountName": "spark",
+    "spark.kubernetes.file.upload.path": "s3a://bucket/uploads",
+}
+
+
+def test_kubernetes_cluster_command_names_the_driver_pod(fake_home: str) -> None:
+    launcher = submit_launcher(
+        settings(
+            "k8s://https://k8s.example.com:6443",
+            total_cores=4,
+            deploy_mode="cluster",
+            spark_home=fake_home,
+            spark_conf=K8S_CONF,
+        )
+    )
+    assert isinstance(launcher, KubernetesLauncher)
+    pod = driver_pod_name(SPEC.app_name)
+    assert pod.startswith("fg-") and pod.endswith("-driver") and len(pod) == len("fg--driver") + 16
+    app_conf = launcher.application_conf(SPEC.app_name)
+    assert app_conf == {
+        "spark.kubernetes.driver.pod.name": pod,
+        "spark.kubernetes.submission.waitAppCompletion": "true",
+    }
+    command = launcher.command(LaunchSpec("r1", SPEC.app_name, "s3a://bucket/job.json", conf={**app_conf, **K8S_CONF}))
+    assert command == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        "k8s://https://k8s.example.com:6443",
+        "--deploy-mode",
+        "cluster",
+        "--name",
+        SPEC.app_name,
+        "--conf",
+        "spark.kubernetes.authenticate.driver.serviceAccountName=spark",
+        "--conf",
+        "spark.kubernetes.container.image=registry.example.com/fg:1",
+        "--conf",
+        f"spark.kubernetes.driver.pod.name={pod}",
+        "--conf",
+        "spark.kubernetes.file.upload.path=s3a://bucket/uploads",
+        "--conf",
+        "spark.kubernetes.namespace=etl",
+        "--conf",
+        "spark.kubernetes.submission.waitAppCompletion=true",
+        driver_program(),
+        "s3a://bucket/job.json",
+    ]
+    assert launcher.submission_id(SPEC) == f"etl:{pod}"
+
+
+def test_kubernetes_cluster_mode_without_an_image_says_which_setting(fake_home: str) -> None:
+    launcher = submit_launcher(
+        settings("k8s://api-server:6443", total_cores=4, deploy_mode="cluster", spark_home=fake_home)
+    )
+    with pytest.raises(ValueError, match=r"image: spark\.kubernetes\.container\.image is required"):
+        launcher.command(SPEC)
+
+
+def test_kubernetes_client_mode_names_no_pod(fake_home: str) -> None:
+    launcher = submit_launcher(settings("k8s://api-server:6443", total_cores=4, spark_home=fake_home))
+    assert launcher.application_conf(SPEC.app_name) == {}
+    assert launcher.submission_id(SPEC) is None
+
+
+def calls(fake_home: str) -> list[str]:
+    path = Path(fake_home).parent / "calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# -- YARN: a real submit, status, kill and log link against a server speaking the RM's REST shapes --------
+
+
+class FakeRM:
+    def __init__(self) -> None:
+        self.url = ""
+        self.requests: list[tuple[str, str, str]] = []
+        self.state = "RUNNING"
+
+
+@pytest.fixture
+def resource_manager() -> Iterator[FakeRM]:
+    rm = FakeRM()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status: int, payload: object) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _record(self) -> str:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode() if length else ""
+            rm.requests.append((self.command, self.path, body))
+            return body
+
+        def do_GET(self) -> None:
+            self._record()
+            final = {"RUNNING": "UNDEFINED", "KILLED": "KILLED", "FINISHED": "FAILED"}[rm.state]
+            self._answer(
+                200,
+                {
+                    "app": {
+                        "id": APP_ID,
+                        "state": rm.state,
+                        "finalStatus": final,
+                        "diagnostics": "User class threw exception" if rm.state == "FINISHED" else "",
+                        "amContainerLogs": f"http://nm-3:8042/node/containerlogs/container_{APP_ID[12:]}_01_000001/etl",
+                    }
+                },
+            )
+
+        def do_PUT(self) -> None:
+            self._record()
+            rm.state = "KILLED"
+            self._answer(200, {"state": "KILLED"})
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    rm.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield rm
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _submitted(
+    launcher: Launcher, spec: LaunchSpec = SPEC
+) -> tuple[LaunchHandle, list[str], threading.Thread, list[LaunchResult]]:
+    """Submit and wait in a thread until the application id line has been seen."""
+    seen: list[str] = []
+    events = LaunchEvents(on_application=seen.append)
+    handle = launcher.submit(spec, events)
+    results: list[LaunchResult] = []
+    waiter = threading.Thread(target=lambda: results.append(launcher.wait(handle)), daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return handle, seen, waiter, results
+
+
+def test_yarn_cluster_kill_stops_spark_submit_and_asks_the_rm(fake_home: str, resource_manager: FakeRM) -> None:
+    launcher = submit_launcher(
+        settings(
+            "yarn",
+            total_cores=4,
+            deploy_mode="cluster",
+            spark_home=fake_home,
+            yarn_resourcemanager_url=resource_manager.url,
+        )
+    )
+    handle, seen, waiter, results = _submitted(launcher)
+    assert launcher.status(handle).state == "running"
+    assert resource_manager.requests == [("GET", f"/ws/v1/cluster/apps/{APP_ID}", "")]
+    message = launcher.kill(handle)
+    assert message == f"YARN application {APP_ID}: KILLED"
+    assert resource_manager.requests[-1] == ("PUT", f"/ws/v1/cluster/apps/{APP_ID}/state", '{"state": "KILLED"}')
+    waiter.join(timeout=30)
+    assert results[0].killed and results[0].application_id == APP_ID and seen == [APP_ID]
+    assert launcher.status(handle).state == "killed"
+    assert calls(fake_home)[0].startswith("--master yarn --deploy-mode cluster --name dag.r1 [run try 1]")
+
+
+def test_yarn_failure_brings_the_driver_log_link_to_the_result(
+    fake_home: str, resource_manager: FakeRM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_EXIT", "1")
+    resource_manager.state = "FINISHED"
+    launcher = submit_launcher(
+        settings(
+            "yarn",
+            total_cores=4,
+            deploy_mode="cluster",
+            spark_home=fake_home,
+            yarn_resourcemanager_url=resource_manager.url,
+        )
+    )
+    handle = launcher.submit(SPEC)
+    result = launcher.wait(handle)
+    assert (result.returncode, result.application_id, result.succeeded) == (1, APP_ID, False)
+    assert result.diagnostics == (
+        f"YARN aggregated logs: yarn logs -applicationId {APP_ID}",
+        f"YARN application page: {resource_manager.url}/cluster/app/{APP_ID}",
+        f"driver (ApplicationMaster) log: http://nm-3:8042/node/containerlogs/container_{APP_ID[12:]}_01_000001/etl",
+        "YARN diagnostics: User class threw exception",
+    )
+    assert launcher.status(handle).state == "failed"
+    assert launcher.ui_links(APP_ID).cluster_app_url == f"{resource_manager.url}/cluster/app/{APP_ID}"
+
+
+# -- Kubernetes: status and kill with spark-submit, the driver log from the API ----------------------------
+
+
+@pytest.fixture
+def k8s_api() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, dict(self.headers)))
+            body = b"Traceback (most recent call last):\nValueError: stage s1 broke\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_kubernetes_status_kill_and_driver_log(
+    fake_home: str, k8s_api: tuple[str, list[tuple[str, dict[str, str]]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address, seen = k8s_api
+    conf = {**K8S_CONF, "spark.kubernetes.authenticate.submission.oauthToken": "t0ken"}
+    master = f"k8s://http://{address}"
+    launcher = submit_launcher(
+        settings(master, total_cores=4, deploy_mode="cluster", spark_home=fake_home, spark_conf=conf)
+    )
+    assert isinstance(launcher, KubernetesLauncher)
+    pod = driver_pod_name(SPEC.app_name)
+    monkeypatch.setenv("FAKE_POD", pod)
+    spec = LaunchSpec(
+        "r1", SPEC.app_name, "s3a://bucket/job.json", conf={**launcher.application_conf(SPEC.app_name), **conf}
+    )
+    handle, _seen, waiter, results = _submitted(launcher, spec)
+    assert handle.submission_id == f"etl:{pod}"
+    status = launcher.status(handle)
+    assert (status.state, status.detail) == ("running", "driver pod phase Running")
+    log = launcher.driver_log(handle)
+    assert log is not None and "ValueError: stage s1 broke" in log
+    path, headers = seen[0]
+    assert path == f"/api/v1/namespaces/etl/pods/{pod}/log?tailLines=200"
+    assert headers["Authorization"] == "Bearer t0ken"
+    assert launcher.kill(handle) == f"asked Kubernetes to delete driver pod etl:{pod}"
+    waiter.join(timeout=30)
+    assert results[0].killed
+    token_conf = "--conf spark.kubernetes.authenticate.submission.oauthToken=t0ken"
+    assert calls(fake_home)[1:] == [
+        f"--master {master} {token_conf} --status etl:{pod}",
+        f"--master {master} {token_conf} --kill etl:{pod}",
+    ]
+
+
+def test_kill_before_submit_cancels_it(fake_home: str) -> None:
+    launcher = submit_launcher(settings("local[1]", spark_home=fake_home))
+    assert launcher.kill(None) == "nothing was submitted"
+    with pytest.raises(LaunchCancelled, match="region r1 was killed before it was submitted"):
+        launcher.submit(SPEC)
+    assert calls(fake_home) == []
