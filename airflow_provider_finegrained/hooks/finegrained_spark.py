@@ -193,14 +193,31 @@ class FineGrainedSparkHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Check the settings, Java, the master and every service the connection names; one readable message.
 
-        The message lists each check in turn (``ok``/``FAILED``); the result is False if any failed.
+        The message lists each check in turn (``ok``/``FAILED``); the result is False if any failed. The
+        ``storage`` check writes, reads back and deletes a small object under the storage root.
         """
         try:
             settings = self.get_settings()
         except (ConnectionSettingsError, AirflowNotFoundException) as exc:
             return False, str(exc)
-        checks = connection_checks(settings)
+        checks = connection_checks(settings, storage=self._storage_check(settings))
         return all(c.ok for c in checks), "; ".join(str(c) for c in checks)
+
+    def _storage_check(self, settings: ConnectionSettings) -> Check:
+        """Write, read back and delete a small object under the storage root, with ``storage_conn_id``'s credentials."""
+        from airflow_provider_finegrained.storage.errors import StorageError
+        from airflow_provider_finegrained.storage.probe import probe
+
+        try:
+            options = self.storage_options()
+        except ConnectionSettingsError as exc:
+            return Check("storage", False, str(exc))
+        try:
+            return Check("storage", True, probe(settings.storage_root, options))
+        except StorageError as exc:
+            # The probe's first line names the root (redacted), the step and the cause; a filesystem's own
+            # text after it can run to pages (pyarrow's HDFS lists every libjvm path it tried).
+            return Check("storage", False, str(exc).splitlines()[0])
 
 
 def _extras(extra: str | None) -> dict[str, Any]:
@@ -261,8 +278,9 @@ class Check(NamedTuple):
         return f"{self.name}: {self.detail}" if self.ok else f"{self.name} FAILED: {self.detail}"
 
 
-def connection_checks(settings: ConnectionSettings) -> list[Check]:
-    """Every check of a parsed connection: settings, Java, the master, the history server, the warm pool."""
+def connection_checks(settings: ConnectionSettings, storage: Check | None = None) -> list[Check]:
+    """Every check of a parsed connection: settings, Java, the master, ``storage`` (the hook probes it), the
+    history server, the warm pool."""
     from airflow_provider_finegrained.execution.capacity_gate import minimum_slots
 
     least_slots = minimum_slots(
@@ -272,6 +290,8 @@ def connection_checks(settings: ConnectionSettings) -> list[Check]:
     java_ok, java = _check_java(settings.java_home)
     checks.append(Check("java", java_ok, java))
     checks.extend(_master_checks(settings, least_slots))
+    if storage is not None:
+        checks.append(storage)
     if settings.history_server_url:
         checks.append(_history_check(settings.history_server_url))
     if urllib.parse.urlsplit(settings.warm_pool).scheme == "sc":

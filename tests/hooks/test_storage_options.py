@@ -1,7 +1,7 @@
 """storage_conn_id -> fsspec storage options: the mapping per scheme (pure) and the hook against a real S3 API.
 
-The S3 API is moto in server mode on 127.0.0.1; the connections are real Airflow connections defined
-through ``AIRFLOW_CONN_*`` environment variables, read by the hook as a task would.
+The S3 API is moto in server mode on 127.0.0.1 (tests/hooks/conftest.py); the connections are real Airflow
+connections defined through ``AIRFLOW_CONN_*`` environment variables, read by the hook as a task would.
 """
 
 from __future__ import annotations
@@ -105,20 +105,6 @@ def test_storage_connection_repr_hides_credentials() -> None:
 
 
 # -- the hook, with connections from the environment and a real S3 API ------------------------------------
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture(autouse=True)

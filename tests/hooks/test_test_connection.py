@@ -91,6 +91,47 @@ def test_local_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parts[1] == "a region runs with at least 1 slot(s)"
     assert parts[2].startswith("java: Java ")
     assert parts[3] == "master: local[2] runs on this machine (2 core(s))"
+    assert parts[4].startswith("storage: storage_root ") and "wrote, read back and deleted" in parts[4]
+
+
+def test_storage_is_probed_for_real(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = tmp_path / "fresh" / "storage"
+    ok, message = test_connection(monkeypatch, "local[1]", storage_root=str(root))
+    assert ok, message
+    assert f"storage: storage_root {root}: wrote, read back and deleted a " in message
+    assert root.is_dir() and not any(root.iterdir())  # created as a run would, nothing left behind
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    ok, message = test_connection(monkeypatch, "local[1]", storage_root=str(blocker / "storage"))
+    assert not ok and f"storage FAILED: storage_root '{blocker / 'storage'}': could not " in message
+
+
+def test_storage_on_s3_with_the_storage_connection(monkeypatch: pytest.MonkeyPatch, moto_endpoint: str) -> None:
+    import s3fs
+
+    secret = "probe-secret-key-0d3e"
+    lake = {
+        "conn_type": "aws",
+        "login": "AKIDPROBE",
+        "password": secret,
+        "extra": {"endpoint_url": moto_endpoint, "region_name": "eu-west-1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_PROBE", json.dumps(lake))
+    s3fs.S3FileSystem(key="AKIDPROBE", secret=secret, client_kwargs=lake["extra"]).mkdir("probe-bucket")
+    ok, message = test_connection(
+        monkeypatch, "local[1]", storage_root="s3://probe-bucket/fg", storage_conn_id="lake_probe"
+    )
+    assert ok, message
+    assert "storage: storage_root s3://probe-bucket/fg: wrote, read back and deleted" in message
+    ok, message = test_connection(
+        monkeypatch, "local[1]", storage_root="s3://no-such-bucket/fg", storage_conn_id="lake_probe"
+    )
+    assert not ok and "storage FAILED: storage_root 's3://no-such-bucket/fg': could not" in message
+    ok, message = test_connection(
+        monkeypatch, "local[1]", storage_root="s3://probe-bucket/fg", storage_conn_id="undefined_lake"
+    )
+    assert not ok and "storage FAILED: storage_conn_id: connection 'undefined_lake'" in message
+    assert secret not in message
 
 
 def test_bad_settings_and_missing_connection(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,9 +200,10 @@ def test_standalone_without_workers_standby_and_down(monkeypatch: pytest.MonkeyP
     assert f"{down}/json/" in message
 
 
-def test_yarn_resourcemanager(monkeypatch: pytest.MonkeyPatch, server: RecordingServer) -> None:
+def test_yarn_resourcemanager(monkeypatch: pytest.MonkeyPatch, server: RecordingServer, tmp_path: Path) -> None:
     serve_rm(server)
-    extra = {"total_cores": 16, "executor_cores": 4, "executor_memory": "8g", "storage_root": "hdfs:///fg"}
+    # A local root (a shared mount, say): test_connection probes the storage for real, and no HDFS runs here.
+    extra = {"total_cores": 16, "executor_cores": 4, "executor_memory": "8g", "storage_root": str(tmp_path)}
     ok, message = test_connection(monkeypatch, "yarn", yarn_resourcemanager_url=server.url, **extra)
     assert ok, message
     assert "master: YARN ResourceManager reachable, 2 alive worker(s), 14 of 16 core(s)" in message
@@ -173,9 +215,17 @@ def test_yarn_resourcemanager(monkeypatch: pytest.MonkeyPatch, server: Recording
     assert not ok and "master FAILED: YARN ResourceManager is not reachable" in message
 
 
-def test_yarn_without_resourcemanager_is_not_contacted(monkeypatch: pytest.MonkeyPatch) -> None:
-    ok, message = test_connection(monkeypatch, "yarn", total_cores=16, storage_root="hdfs:///fg")
+def test_yarn_without_resourcemanager_is_not_contacted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ok, message = test_connection(monkeypatch, "yarn", total_cores=16, storage_root=str(tmp_path))
     assert ok and "yarn is reached by spark-submit at run time" in message
+
+
+def test_an_unreachable_storage_root_fails_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    ok, message = test_connection(monkeypatch, "yarn", total_cores=16, storage_root="hdfs:///fg")
+    assert not ok and "master: yarn is reached by spark-submit at run time" in message
+    storage = next(part for part in message.split("; ") if part.startswith("storage"))
+    assert storage.startswith("storage FAILED: storage_root 'hdfs:///fg': could not ")
+    assert "\n" not in storage
 
 
 def test_history_server(monkeypatch: pytest.MonkeyPatch, server: RecordingServer) -> None:
