@@ -112,9 +112,12 @@ class OutputRecord:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class StageTrace:
-    """Why a stage ran the way it did; pushed to XCom and printed in the task log."""
+    """Why a stage ran the way it did; pushed to XCom and printed in the task log.
+
+    Frozen: ``decide_region`` gives the decided part, ``execution.region_trace.stage_trace`` the rest, once.
+    """
 
     stage: str
     region: str

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.contract import OutputRecord, StageTrace, UpstreamOutputError
+from airflow_provider_finegrained.contract import CONTRACT_VERSION, OutputRecord, StageTrace, UpstreamOutputError
 
 GOOD = {
     "stage": "a",
@@ -55,3 +55,15 @@ def test_trace_ignores_unknown_keys_from_newer_writers() -> None:
     trace = StageTrace(stage="a", region="region-1", slot_sharing_group="region-1", region_leader="a")
     data = {**trace.to_xcom(), "added_later": 1}
     assert StageTrace.from_xcom(data) == trace
+
+
+def test_stage_trace_is_frozen_and_keeps_its_xcom_shape() -> None:
+    import dataclasses
+
+    trace = StageTrace(stage="s", region="r", slot_sharing_group="g", region_leader="s", parallelism=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace.parallelism = 8  # type: ignore[misc]
+    value = trace.to_xcom()
+    assert value["version"] == CONTRACT_VERSION and value["parallelism"] == 4
+    assert set(value) == {"version", *(f.name for f in dataclasses.fields(StageTrace))}
+    assert StageTrace.from_xcom(value) == trace

@@ -170,16 +170,20 @@ def decide_region(
             max_partition_bytes=split_bytes(estimated_output[name], ran_with.parallelism),
             notes=(*own.notes, _follow_note(decider, ran_with)) if moved else own.notes,
         )
-    for name, trace in traces.items():
-        stage_sizing = sizing.stages[name]
-        trace.parallelism = stage_sizing.parallelism
-        trace.sizing_notes = list(stage_sizing.notes)
-        trace.waves = stage_sizing.waves
-        trace.executors = sizing.executor_instances
-        trace.executor_cores = sizing.executor_cores
-        trace.executor_memory = sizing.executor_memory
-        trace.memory_overhead = sizing.memory_overhead
-        trace.spark_memory_fraction = sizing.memory_fraction
+    traces = {
+        name: replace(
+            trace,
+            parallelism=sizing.stages[name].parallelism,
+            sizing_notes=list(sizing.stages[name].notes),
+            waves=sizing.stages[name].waves,
+            executors=sizing.executor_instances,
+            executor_cores=sizing.executor_cores,
+            executor_memory=sizing.executor_memory,
+            memory_overhead=sizing.memory_overhead,
+            spark_memory_fraction=sizing.memory_fraction,
+        )
+        for name, trace in traces.items()
+    }
     in_region_consumers, outside_consumers = _consumers(plan, members, in_region)
     return RegionDecision(region, members[0], sizing, traces, in_region_consumers, outside_consumers)
 

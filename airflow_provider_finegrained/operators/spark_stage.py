@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -24,6 +24,11 @@ from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILi
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
 from airflow_provider_finegrained.planning.units import format_bytes
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.runtime.job import StageStatus
 
 OUTPUT_FORMATS = ("parquet", "orc")
 _PLAN_CACHE: dict[int, DagPlan] = {}
@@ -187,7 +192,9 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             context, outcome.records[self.task_id], outcome.traces[self.task_id], runner.log_lines(self.task_id)
         )
 
-    def _defer_for_capacity(self, settings: Any, wait: Any, waited: Mapping[str, float] | None) -> NoReturn:
+    def _defer_for_capacity(
+        self, settings: ConnectionSettings, wait: CapacityWait, waited: Mapping[str, float] | None
+    ) -> NoReturn:
         from airflow_provider_finegrained.execution.capacity_gate import capacity_source
         from airflow_provider_finegrained.triggers.capacity import CapacityTrigger, request_to_dict
 
@@ -240,12 +247,12 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         record = OutputRecord.from_committed(self.task_id, status.output, int(region_info["try_number"]))
         return self._publish(context, record, trace, status.log)
 
-    def _push_spark_ui(self, context: Any, settings: Any, status: Any) -> None:
+    def _push_spark_ui(self, context: Any, settings: ConnectionSettings, status: StageStatus | None) -> None:
         """Where the Spark UI link points: the stage's application under this connection."""
         if status is None or not status.application_id:
             return
         # ui_url: the driver's spark.sparkContext.uiWebUrl, once the region's driver records it.
-        targets = spark_ui_targets(settings, status.application_id, getattr(status, "ui_url", None))
+        targets = spark_ui_targets(settings, status.application_id, status.ui_url)
         context["ti"].xcom_push(key=SPARK_UI_KEY, value=targets.to_xcom())
 
     def _publish(self, context: Any, record: OutputRecord, trace: StageTrace, lines: Sequence[str]) -> dict[str, Any]:
