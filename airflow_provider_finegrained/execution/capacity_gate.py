@@ -69,6 +69,8 @@ class CapacitySource:
     memory: int = 0
     label: str = ""
     ledger_folder: str | None = None
+    queue: str | None = None
+    """YARN: the queue the application is submitted to (``spark.yarn.queue``); its headroom caps the capacity."""
 
     def read(self) -> ClusterCapacity:
         """The free capacity now, minus regions granted but not registered with the cluster yet."""
@@ -82,7 +84,7 @@ class CapacitySource:
         if self.kind == "standalone":
             return fetch_standalone_capacity(list(self.urls))
         if self.kind == "yarn":
-            return fetch_yarn_capacity(self.urls[0])
+            return fetch_yarn_capacity(self.urls[0], queue=self.queue)
         return declared_capacity(self.cores, self.memory, self.label)
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,6 +95,7 @@ class CapacitySource:
             "memory": self.memory,
             "label": self.label,
             "ledger_folder": self.ledger_folder,
+            "queue": self.queue,
         }
 
     @classmethod
@@ -112,7 +115,10 @@ def capacity_source(settings: ConnectionSettings) -> CapacitySource:
     if kind == "standalone":
         return CapacitySource("standalone", tuple(settings.webui_json_urls()), ledger_folder=ledger)
     if kind == "yarn" and settings.yarn_resourcemanager_url:
-        return CapacitySource("yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger)
+        queue = settings.spark_conf.get("spark.yarn.queue")
+        return CapacitySource(
+            "yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger, queue=str(queue) if queue else None
+        )
     memory = settings.total_memory
     if kind == "local":
         # A local application is one JVM on this machine: the machine's memory is what bounds it.

@@ -112,3 +112,31 @@ def test_a_region_sized_again_on_the_reduced_profile_gets_the_granted_executors(
 def test_capacity_source_round_trips_through_a_trigger_payload() -> None:
     source = CapacitySource("standalone", ("http://127.0.0.1:8080/json/",), ledger_folder="/tmp/x")
     assert CapacitySource.from_dict(source.to_dict()) == source
+
+
+@pytest.mark.parametrize(
+    ("host", "extra", "kind", "urls", "queue"),
+    [
+        ("local[2]", {}, "declared", (), None),
+        ("spark://127.0.0.1:7077", {"total_cores": 4}, "standalone", ("http://127.0.0.1:8080/json/",), None),
+        ("yarn", {"total_cores": 4}, "declared", (), None),
+        (
+            "yarn",
+            {"total_cores": 4, "yarn_resourcemanager_url": "http://rm:8088", "spark_conf": {"spark.yarn.queue": "etl"}},
+            "yarn",
+            ("http://rm:8088",),
+            "etl",
+        ),
+        ("k8s://api-server:6443", {"total_cores": 4}, "declared", (), None),
+    ],
+)
+def test_capacity_source_follows_the_launcher(
+    host: str, extra: dict[str, object], kind: str, urls: tuple[str, ...], queue: str | None
+) -> None:
+    from airflow_provider_finegrained.execution.capacity_gate import capacity_source
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+    settings = ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
+    source = capacity_source(settings)
+    assert (source.kind, source.urls, source.queue) == (kind, urls, queue)
+    assert CapacitySource.from_dict(source.to_dict()) == source
