@@ -17,6 +17,18 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from airflow_provider_finegrained.secrets import REDACTED, redact_url, url_secrets
+
+__all__ = [
+    "ACCEPT_JSON",
+    "HttpRequest",
+    "HttpRequestError",
+    "HttpResponse",
+    "get_json",
+    "redact_url",
+    "send",
+]
+
 DEFAULT_TIMEOUT_S: Final = 10.0
 DEFAULT_RETRIES: Final = 2
 IDEMPOTENT_METHODS: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
@@ -57,27 +69,12 @@ class HttpRequestError(RuntimeError):
     """
 
 
-def redact_url(url: str) -> str:
-    """The URL with the password of its user info (``http://user:secret@host``) replaced by ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        password = parts.password
-    except ValueError:  # an unparseable port: keep nothing after the scheme's host part that could be secret
-        return url.split("@")[-1] if "@" in url else url
-    if password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc}"))
-
-
 def _scrub(text: str, url: str) -> str:
-    """`text` with the URL's password removed wherever it appears (exception messages quote URLs)."""
-    try:
-        password = urllib.parse.urlsplit(url).password
-    except ValueError:
-        password = None
+    """`text` with every secret of the URL removed wherever it appears (exception messages quote URLs)."""
     text = text.replace(url, redact_url(url))
-    return text.replace(password, "***") if password else text
+    for secret in url_secrets(url):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def _is_loopback(url: str) -> bool:

@@ -49,7 +49,7 @@ from airflow_provider_finegrained.planning import DagPlan, Distribution, Paralle
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
-from airflow_provider_finegrained.spark.submit import is_secret_key
+from airflow_provider_finegrained.secrets import is_secret_key
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings

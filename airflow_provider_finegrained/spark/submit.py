@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 
 from airflow_provider_finegrained.launchers.master import is_local_master, parse_master
+
+# The one secret-key rule lives in ``secrets``; re-exported here for callers that import it from this module.
+from airflow_provider_finegrained.secrets import REDACTED as REDACTED
+from airflow_provider_finegrained.secrets import is_secret_key as is_secret_key
+from airflow_provider_finegrained.secrets import redact_argv
 from airflow_provider_finegrained.spark.java import SparkEnvironmentError
 
 DEPLOY_MODES = ("client", "cluster")
 PYTHON_RUNNER_CLASS = "org.apache.spark.deploy.PythonRunner"
 
-REDACTED = "***"
-
 _MEMORY_RE = re.compile(r"[1-9]\d*(?:[kmgtp]b?|b)?", re.IGNORECASE)
-# Spark's own spark.redaction.regex is (?i)secret|password|token|access[.]?key; credentials and
-# `….key` / `….key.<account>` (Hadoop's fs.azure.account.key.<account>) are added.
-_SECRET_KEY_RE = re.compile(r"password|secret|token|credential|access[._-]?key|\.key(?:$|\.)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -284,29 +284,6 @@ def connect_client_env_restored(*, unset: Sequence[str] = ()) -> Iterator[None]:
         yield
 
 
-def is_secret_key(key: str) -> bool:
-    """True when a conf or environment key names a secret whose value must not be logged."""
-    return _SECRET_KEY_RE.search(key) is not None
-
-
-def _redact_pair(pair: str) -> str:
-    key, sep, _value = pair.partition("=")
-    return f"{key}={REDACTED}" if sep and is_secret_key(key) else pair
-
-
 def redacted_command(command: Sequence[str]) -> list[str]:
     """Return a copy of a spark-submit command with secret `--conf` values replaced by '***'."""
-    redacted: list[str] = []
-    after_conf = False
-    for arg in command:
-        if after_conf:
-            redacted.append(_redact_pair(arg))
-            after_conf = False
-        elif arg in ("--conf", "-c"):
-            redacted.append(arg)
-            after_conf = True
-        elif arg.startswith("--conf="):
-            redacted.append("--conf=" + _redact_pair(arg.removeprefix("--conf=")))
-        else:
-            redacted.append(arg)
-    return redacted
+    return redact_argv(command)

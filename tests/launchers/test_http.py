@@ -152,7 +152,16 @@ def test_loopback_ignores_proxies_from_the_environment(
         ("http://admin:s3cret@rm:8088/ws", "http://admin:***@rm:8088/ws"),
         ("https://u:p%40ss@[::1]:443/x?q=1", "https://u:***@[::1]:443/x?q=1"),
         ("http://user@rm/ws", "http://user@rm/ws"),
+        ("http://rm:8088/ws?user.name=etl&token=abc", "http://rm:8088/ws?user.name=etl&token=***"),
     ],
 )
 def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_errors_hide_secret_query_parameters(server: tuple[str, Script]) -> None:
+    url, _script = server
+    with pytest.raises(HttpRequestError) as caught:
+        get_json(f"{url}/missing?delegation_token=s3cret", retries=0)
+    assert "s3cret" not in str(caught.value)
+    assert f"GET {url}/missing?delegation_token=*** answered HTTP 404" in str(caught.value)
