@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from airflow_provider_finegrained.launchers.links import SparkUITargets
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -90,6 +90,16 @@ class LaunchEvents:
 
     on_line: Callable[[str], None] = lambda _line: None
     on_application: Callable[[str], None] = lambda _app_id: None
+
+
+class LogLike(Protocol):
+    """What launchers and the region run call on a logger (the standard library's, or Airflow's task log)."""
+
+    def info(self, msg: str, /, *args: Any) -> Any: ...
+
+    def warning(self, msg: str, /, *args: Any) -> Any: ...
+
+    def error(self, msg: str, /, *args: Any) -> Any: ...
 
 
 class LaunchCancelled(RuntimeError):

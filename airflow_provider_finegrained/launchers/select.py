@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
-from airflow_provider_finegrained.launchers.base import Launcher
+from airflow_provider_finegrained.launchers.base import Launcher, LogLike
 from airflow_provider_finegrained.launchers.kubernetes import KubernetesLauncher
 from airflow_provider_finegrained.launchers.local import LocalLauncher
 from airflow_provider_finegrained.launchers.master import parse_master
@@ -26,7 +25,7 @@ SUBMIT_LAUNCHERS: tuple[type[SparkSubmitLauncher], ...] = (
 )
 
 
-def submit_launcher(settings: ConnectionSettings, log: logging.Logger | None = None) -> SparkSubmitLauncher:
+def submit_launcher(settings: ConnectionSettings, log: LogLike | None = None) -> SparkSubmitLauncher:
     """The spark-submit launcher for the connection's master URL."""
     kind = parse_master(settings.master).kind
     for launcher in SUBMIT_LAUNCHERS:
@@ -35,7 +34,7 @@ def submit_launcher(settings: ConnectionSettings, log: logging.Logger | None = N
     raise ValueError(f"master: no launcher serves {settings.master!r} (kind {kind!r})")  # every kind has one
 
 
-def select(settings: ConnectionSettings, pool: WarmPool | None = None, log: logging.Logger | None = None) -> Launcher:
+def select(settings: ConnectionSettings, pool: WarmPool | None = None, log: LogLike | None = None) -> Launcher:
     """The launcher of one region run: ``pool`` is the warm pool it runs in (``Carrier.pool``), or None."""
     if pool is not None:
         return WarmLauncher(settings, pool, log)

@@ -22,6 +22,7 @@ from airflow_provider_finegrained.launchers.base import (
     LaunchSpec,
     LaunchState,
     LaunchStatus,
+    LogLike,
 )
 from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targets
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -55,9 +56,9 @@ class SparkSubmitLauncher:
     capacity_kind: CapacityKind = "declared"
     count_overhead = True
 
-    def __init__(self, settings: ConnectionSettings, log: logging.Logger | None = None) -> None:
+    def __init__(self, settings: ConnectionSettings, log: LogLike | None = None) -> None:
         self.settings = settings
-        self.log = log or logging.getLogger(__name__)
+        self.log: LogLike = log or logging.getLogger(__name__)
         self._lock = threading.Lock()
         self._process: SparkSubmitProcess | None = None
         self._killed = False

@@ -21,6 +21,7 @@ from airflow_provider_finegrained.launchers.base import (
     LaunchSpec,
     LaunchState,
     LaunchStatus,
+    LogLike,
 )
 from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targets
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -39,10 +40,10 @@ class WarmLauncher:
     capacity_kind: CapacityKind = "none"  # the pool's executors are already running: nothing to declare
     count_overhead = True
 
-    def __init__(self, settings: ConnectionSettings, pool: WarmPool, log: logging.Logger | None = None) -> None:
+    def __init__(self, settings: ConnectionSettings, pool: WarmPool, log: LogLike | None = None) -> None:
         self.settings = settings
         self.pool = pool
-        self.log = log or logging.getLogger(__name__)
+        self.log: LogLike = log or logging.getLogger(__name__)
         self._lock = threading.Lock()
         self._killed = False
         self._spec: LaunchSpec | None = None

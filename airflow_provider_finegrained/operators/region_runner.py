@@ -8,7 +8,6 @@ find it. Which cluster manager is in use is the launcher's business only.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
@@ -42,7 +41,14 @@ from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts, stage_trace
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
-from airflow_provider_finegrained.launchers.base import Launcher, LaunchEvents, LaunchHandle, LaunchResult, LaunchSpec
+from airflow_provider_finegrained.launchers.base import (
+    Launcher,
+    LaunchEvents,
+    LaunchHandle,
+    LaunchResult,
+    LaunchSpec,
+    LogLike,
+)
 from airflow_provider_finegrained.launchers.select import select
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
@@ -71,17 +77,39 @@ class TaskInstanceLike(Protocol):
 class StageTaskLike(Protocol):
     """What the run reads of a stage task (``SparkStageOperator``)."""
 
-    task_id: str
-    external_inputs: Mapping[str, Any]
-    python_callable: Callable[..., Any] | None
-    application: str | None
-    application_args: Sequence[Any]
-    op_kwargs: Mapping[str, Any]
-    spark_conf: Mapping[str, Any]
-    output_path: str | None
-    output_format: str
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def external_inputs(self) -> Mapping[str, Any]: ...
+    @property
+    def python_callable(self) -> Callable[..., Any] | None: ...
+    @property
+    def application(self) -> str | None: ...
+    @property
+    def application_args(self) -> Sequence[Any]: ...
+    @property
+    def op_kwargs(self) -> Mapping[str, Any]: ...
+    @property
+    def spark_conf(self) -> Mapping[str, Any]: ...
+    @property
+    def output_path(self) -> str | None: ...
+    @property
+    def output_format(self) -> str: ...
 
     def render_template_fields(self, context: Any) -> None: ...
+
+
+class LeaderLike(StageTaskLike, Protocol):
+    """The region's leader: the running stage task that runs the region."""
+
+    @property
+    def log(self) -> LogLike: ...
+    @property
+    def dag(self) -> Any:
+        """The DAG (``dag_id``, ``get_task``); Airflow types it as optional."""
+
+    @property
+    def submit_timeout(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -113,7 +141,7 @@ class RegionRunner:
 
     def __init__(
         self,
-        leader: Any,
+        leader: LeaderLike,
         plan: DagPlan,
         region: str,
         settings: ConnectionSettings,
@@ -121,7 +149,7 @@ class RegionRunner:
         waited_since: float | None = None,
     ) -> None:
         self.leader = leader
-        self.log: logging.Logger = leader.log
+        self.log = leader.log
         self.plan = plan
         self.region = region
         self.members: list[str] = list(plan.regions[region])
