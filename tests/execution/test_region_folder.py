@@ -1,0 +1,39 @@
+"""The region run's storage touches, all in RegionFolder, on a real local storage root."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_finegrained.contract import StageTrace
+from airflow_provider_finegrained.execution.region_folder import RegionFolder
+from airflow_provider_finegrained.runtime.job import StageStatus, status_path
+
+
+def test_reset_gives_an_empty_try_folder_and_traces_and_statuses_round_trip(tmp_path: Path) -> None:
+    folder = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 2)
+    assert folder.path == str(tmp_path / "dag" / "run-1" / "_regions" / "region-1" / "try=2")
+    Path(folder.path).mkdir(parents=True)
+    (Path(folder.path) / "left-by-a-killed-attempt").write_text("x")
+    folder.reset(["a", "b"])
+    assert list(Path(folder.path).iterdir()) == []
+    callable_path = folder.write_callable("a", b"pickled")
+    assert Path(callable_path).read_bytes() == b"pickled" and Path(callable_path).parent == Path(folder.path)
+    assert folder.read_status("a") is None
+    StageStatus("a", "success", output={"partition_bytes": [1], "rows": 1}).write(status_path(folder.path, "a"))
+    status = folder.read_status("a")
+    assert status is not None and status.state == "success"
+    trace = StageTrace(stage="a", region="region-1", slot_sharing_group="g", region_leader="a", parallelism=3)
+    folder.write_trace(trace)
+    assert StageTrace.from_xcom(json.loads((Path(folder.path) / "trace-a.json").read_text())) == trace
+
+
+def test_output_location_inside_the_root_or_a_clear_error(tmp_path: Path) -> None:
+    folder = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 1)
+    assert folder.output_location("a", None).startswith(str(tmp_path / "dag" / "run-1" / "a"))
+    inside = str(tmp_path / "exports" / "a")
+    assert folder.output_location("a", inside) == inside
+    with pytest.raises(ValueError, match=r"stage 'a': output_path '/elsewhere/a' is outside the storage root"):
+        folder.output_location("a", "/elsewhere/a")
