@@ -465,3 +465,87 @@ def test_kill_before_submit_cancels_it(fake_home: str) -> None:
     with pytest.raises(LaunchCancelled, match="region r1 was killed before it was submitted"):
         launcher.submit(SPEC)
     assert calls(fake_home) == []
+
+
+# -- standalone cluster mode: a failed driver's stderr comes from its worker ------------------------------
+
+DRIVER = "driver-20261123000000-0001"
+
+
+@pytest.fixture
+def standalone_master() -> Iterator[tuple[str, list[str]]]:
+    """A server answering like a standalone master's /json/ and its worker's /log/ page."""
+    seen: list[str] = []
+    base: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            if self.path.startswith("/json"):
+                payload = {
+                    "status": "ALIVE",
+                    "workers": [{"id": "worker-1", "state": "ALIVE", "webuiaddress": base[0]}],
+                    "activedrivers": [],
+                    "completeddrivers": [{"id": DRIVER, "worker": "worker-1", "state": "FAILED"}],
+                }
+                body, kind = json.dumps(payload).encode(), "application/json"
+            else:
+                body, kind = (
+                    b"==== Bytes 0-40 of 40 of /work/driver/stderr ====\nValueError: stage s1 broke\n",
+                    "text/plain",
+                )
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    base.append(f"http://127.0.0.1:{server.server_address[1]}")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield base[0], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_standalone_cluster_failure_brings_the_driver_stderr(
+    tmp_path: Path, standalone_master: tuple[str, list[str]]
+) -> None:
+    base, seen = standalone_master
+    home = tmp_path / "spark"
+    (home / "bin").mkdir(parents=True)
+    (home / "jars").mkdir()
+    (home / "jars" / "spark-tags_2.13-4.3.0.jar").write_text("")
+    script = home / "bin" / "spark-submit"
+    # What Spark's legacy submission client prints, and its exit code 0 whatever the driver's end.
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "INFO ClientEndpoint: Driver successfully submitted as {DRIVER}"\n'
+        f'echo "INFO ClientEndpoint: State of driver {DRIVER} is FAILED, exiting"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    launcher = submit_launcher(
+        settings(
+            "spark://127.0.0.1:7077",
+            total_cores=4,
+            deploy_mode="cluster",
+            spark_home=str(home),
+            master_webui_url=base,
+        )
+    )
+    assert isinstance(launcher, StandaloneLauncher)
+    handle = launcher.submit(SPEC)
+    result = launcher.wait(handle)
+    assert (result.returncode, result.driver_id, result.killed) == (1, DRIVER, False)
+    assert result.diagnostics == (
+        f"driver {DRIVER} stderr (last 64 KiB):",
+        "ValueError: stage s1 broke",
+    )
+    assert seen[-1] == f"/log/?driverId={DRIVER}&logType=stderr&byteLength=65536"
+    assert launcher.ui_links("app-1").cluster_app_url == f"{base}/app/?appId=app-1"
