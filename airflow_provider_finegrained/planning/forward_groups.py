@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from airflow_provider_finegrained.planning._union_find import UnionFind
+from airflow_provider_finegrained.planning._index_graph import component_labels, members_by_label
 from airflow_provider_finegrained.planning.enums import Distribution, coerce_enum
 
 UNDECIDED = -1
@@ -15,17 +15,21 @@ UNDECIDED = -1
 def compute_forward_groups(
     vertices: Iterable[str], edges: Iterable[tuple[str, str, Distribution | str]]
 ) -> list[frozenset[str]]:
-    """Partition ``vertices`` into forward groups; a stage with no forward edge is a group of one."""
+    """Partition ``vertices`` into forward groups; a stage with no forward edge is a group of one.
+
+    Groups come in the order of their first member in ``vertices``.
+    """
     order = list(dict.fromkeys(vertices))
-    known = set(order)
-    uf: UnionFind[str] = UnionFind(order)
+    position = {v: i for i, v in enumerate(order)}
+    forward: list[tuple[int, int]] = []
     for producer, consumer, distribution in edges:
         for end in (producer, consumer):
-            if end not in known:
+            if end not in position:
                 raise ValueError(f"edge {producer!r} -> {consumer!r} names unknown stage {end!r}")
         if coerce_enum(Distribution, distribution, what="distribution") is Distribution.FORWARD:
-            uf.union(producer, consumer)
-    return [frozenset(members) for members in uf.groups().values()]
+            forward.append((position[producer], position[consumer]))
+    labels, count = component_labels(len(order), forward)
+    return [frozenset(members) for members in members_by_label(labels, count, order)]
 
 
 def propagate_forward_parallelism(groups: Iterable[Iterable[str]], parallelism: Mapping[str, int]) -> dict[str, int]:

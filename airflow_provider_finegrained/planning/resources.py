@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_finegrained.planning.units import parse_bytes
@@ -67,11 +68,11 @@ class ResourceSpec:
 
 def check_specs_not_mixed(specs: Mapping[str, ResourceSpec | None]) -> None:
     """FLIP-53: all stages declare a ResourceSpec, or none does. Raise naming one of each kind."""
-    specified = sorted(s for s, spec in specs.items() if spec is not None)
-    unknown = sorted(s for s, spec in specs.items() if spec is None)
-    if specified and unknown:
+    specified = [s for s, spec in specs.items() if spec is not None]
+    if specified and len(specified) < len(specs):
+        unknown = [s for s, spec in specs.items() if spec is None]
         raise ValueError(
-            f"stage {specified[0]!r} declares a ResourceSpec but stage {unknown[0]!r} does not; "
+            f"stage {min(specified)!r} declares a ResourceSpec but stage {min(unknown)!r} does not; "
             "either every stage of a DAG declares resources or none does (FLIP-53)"
         )
 
@@ -105,18 +106,58 @@ def managed_memory_fractions(
         for stage in stages:
             spec = specs[stage]
             amounts[stage] = float(spec.managed_memory) if spec is not None else float(weights.get(stage, 1.0))
-        fractions.update(_normalize_shares(amounts))
+        fractions.update(normalize_shares(amounts))
     return fractions
 
 
-def _normalize_shares(amounts: Mapping[str, float]) -> dict[str, float]:
-    total = math.fsum(amounts.values())
+def normalize_shares(amounts: Mapping[str, float]) -> dict[str, float]:
+    """Each stage's share of the amounts' total; the shares never add up to more than 1."""
+    return dict(zip(amounts, shares_of(list(amounts.values())), strict=True))
+
+
+def shares_of(amounts: Sequence[float]) -> list[float]:
+    """Each amount's share of their total (all 0 if the total is 0); the shares never add up to more than 1.
+
+    Division rounds to nearest, so n shares of 1/n can sum to 1 + ulp. The largest share (the first
+    of equals) is trimmed by one ulp at a time until both the plain and the exact sum are at most 1,
+    so stages sharing a slot never oversubscribe it.
+    """
+    total = math.fsum(amounts)
     if total <= 0:
-        return dict.fromkeys(amounts, 0.0)
-    shares = {stage: amount / total for stage, amount in amounts.items()}
-    # Division rounds to nearest, so n shares of 1/n can sum to 1 + ulp; trim the largest until the
-    # group's total is at most 1, so stages sharing a slot never oversubscribe it.
-    while max(sum(shares.values()), math.fsum(shares.values())) > 1.0:
-        largest = max(shares, key=lambda s: shares[s])
-        shares[largest] = math.nextafter(shares[largest], 0.0)
-    return shares
+        return [0.0] * len(amounts)
+    shares = [amount / total for amount in amounts]
+    if not _over_one(shares):
+        return shares
+    # One ulp of a share is far below one ulp of the sum, so thousands of trims can be needed and
+    # summing after each one is quadratic. A heap yields the same sequence of trims, and since both
+    # sums only fall as shares fall, the number of trims can be searched for: try 1, 2, 4, ...
+    # trims, then bisect to the first count whose shares sum to at most 1.
+    heap = [(-share, i) for i, share in enumerate(shares)]
+    heapq.heapify(heap)
+    trims: list[tuple[int, float]] = []
+
+    def after(count: int) -> list[float]:
+        while len(trims) < count:
+            negative, i = heapq.heappop(heap)
+            trimmed = math.nextafter(-negative, 0.0)
+            trims.append((i, trimmed))
+            heapq.heappush(heap, (-trimmed, i))
+        trimmed_shares = shares.copy()
+        for i, value in trims[:count]:
+            trimmed_shares[i] = value
+        return trimmed_shares
+
+    over, count = 0, 1  # ``over`` trims are known to leave the sum above 1
+    while _over_one(after(count)):
+        over, count = count, count * 2
+    while count - over > 1:
+        middle = (over + count) // 2
+        if _over_one(after(middle)):
+            over = middle
+        else:
+            count = middle
+    return after(count)
+
+
+def _over_one(shares: Sequence[float]) -> bool:
+    return max(sum(shares), math.fsum(shares)) > 1.0
