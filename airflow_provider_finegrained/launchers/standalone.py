@@ -45,7 +45,7 @@ class StandaloneLauncher(SparkSubmitLauncher):
             spark_home=self.settings.spark_home,
             webui_json_url=self._json_url(),
         )
-        return f"driver {driver_id} on {self.settings.master} ended: {state}"
+        return f"Driver {driver_id} on {self.settings.master} ended: {state}"
 
     def driver_log(self, handle: LaunchHandle) -> str | None:
         """In cluster mode the driver's stderr from its worker (spark-submit's output does not hold it)."""
