@@ -17,7 +17,13 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec, LaunchStatus
+from airflow_provider_finegrained.launchers.base import (
+    CapacityKind,
+    LaunchHandle,
+    LaunchSpec,
+    LaunchState,
+    LaunchStatus,
+)
 from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, send
 from airflow_provider_finegrained.launchers.master import MasterKind, parse_master
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher, driver_program
@@ -25,6 +31,12 @@ from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest, spark_submit_path
 
 DEFAULT_NAMESPACE = "default"
+_POD_PHASE_STATES: dict[str, LaunchState] = {
+    "Pending": "pending",
+    "Running": "running",
+    "Succeeded": "succeeded",
+    "Failed": "failed",
+}
 DRIVER_LOG_LINES = 200
 COMMAND_TIMEOUT_S = 120.0
 # The settings Spark's own Kubernetes client takes for the submitting side's credentials.
@@ -300,10 +312,8 @@ class KubernetesLauncher(SparkSubmitLauncher):
         if not found:
             return LaunchStatus("unknown", None, handle.submission_id, "no driver pod found")
         phase = found[0].phase
-        state = {"Pending": "pending", "Running": "running", "Succeeded": "succeeded", "Failed": "failed"}.get(
-            phase, "unknown"
-        )
-        return LaunchStatus(state, None, handle.submission_id, f"driver pod phase {phase}")  # type: ignore[arg-type]
+        state = _POD_PHASE_STATES.get(phase, "unknown")
+        return LaunchStatus(state, None, handle.submission_id, f"driver pod phase {phase}")
 
     def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
         if handle is None or not handle.submission_id:

@@ -14,7 +14,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.launchers.base import (
     CapacityKind,
@@ -22,6 +22,7 @@ from airflow_provider_finegrained.launchers.base import (
     LaunchSpec,
     LaunchState,
     LaunchStatus,
+    LogLike,
 )
 from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, HttpResponse, send
 from airflow_provider_finegrained.launchers.links import quote
@@ -29,6 +30,9 @@ from airflow_provider_finegrained.launchers.master import MasterKind
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher, driver_program
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
 YARN_APP_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING", "FINISHED", "FAILED", "KILLED")
 YARN_FINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
@@ -186,9 +190,10 @@ class YarnLauncher(SparkSubmitLauncher):
     kinds: frozenset[MasterKind] = frozenset({"yarn"})
     count_overhead = True
 
-    @property
-    def capacity_kind(self) -> CapacityKind:  # type: ignore[override]
-        return "yarn" if self.settings.yarn_resourcemanager_url else "declared"
+    def __init__(self, settings: ConnectionSettings, log: LogLike | None = None) -> None:
+        super().__init__(settings, log)
+        # Without a ResourceManager URL there is nothing to ask: the connection's declared capacity counts.
+        self.capacity_kind: CapacityKind = "yarn" if settings.yarn_resourcemanager_url else "declared"
 
     def application_conf(self, app_name: str) -> dict[str, str]:
         # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
