@@ -4,8 +4,9 @@ Each generated DAG has about three inputs per stage drawn from earlier stages, w
 exchange kinds (blocking all-to-all, pipelined forward, pipelined all-to-all, blocking broadcast),
 so regions merge, forward groups form and cycles through blocking edges occur. For each size it
 times the parse-time plan (``plan_stages``: validation, regions, forward groups, fractions) and the
-run-time decisions (``decide_parallelism`` for every stage from generated partition sizes), and
-measures peak memory in a separate pass (tracemalloc slows the code it watches).
+run-time decisions (``ConsumedResult`` and ``decide_parallelism`` for every stage from partition
+sizes generated beforehand), and measures peak memory in a separate pass (tracemalloc slows the
+code it watches).
 
 Run: ``.venv/bin/python bench/plan_scaling.py`` (``--sizes 1000,10000`` to choose sizes).
 """
@@ -59,14 +60,20 @@ def generate(n: int, seed: int = 7) -> list[StageSpec]:
     return specs
 
 
-def run_time_decisions(specs: list[StageSpec], config: ParallelismConfig) -> int:
+def partition_sizes(specs: list[StageSpec]) -> list[list[tuple[list[int], bool]]]:
+    """For every stage, each input's generated partition sizes (8 partitions) and whether it is broadcast."""
     rng = random.Random(11)
+    return [
+        [([rng.randint(0, 64 * 2**20) for _ in range(8)], i.distribution == "broadcast") for i in spec.inputs]
+        for spec in specs
+    ]
+
+
+def run_time_decisions(sizes: list[list[tuple[list[int], bool]]], config: ParallelismConfig) -> int:
+    """What a run does per stage: take the measured sizes as ConsumedResults and decide the parallelism."""
     total = 0
-    for spec in specs:
-        consumed = [
-            ConsumedResult([rng.randint(0, 64 * 2**20) for _ in range(8)], broadcast=i.distribution == "broadcast")
-            for i in spec.inputs
-        ]
+    for stage_sizes in sizes:
+        consumed = [ConsumedResult(partitions, broadcast=broadcast) for partitions, broadcast in stage_sizes]
         total += decide_parallelism(consumed, config)
     return total
 
@@ -120,7 +127,8 @@ def main() -> None:
         edges = sum(len(s.inputs) for s in specs)
         plan_times = best_of(args.repeats, lambda specs=specs: plan_stages(specs))
         baseline_times = best_of(args.repeats, lambda specs=specs: linear_baseline(specs))
-        decide_times = best_of(args.repeats, lambda specs=specs: run_time_decisions(specs, config))
+        sizes = partition_sizes(specs)  # generated outside the timing: random numbers are not the planner's work
+        decide_times = best_of(args.repeats, lambda sizes=sizes: run_time_decisions(sizes, config))
         plan = plan_stages(specs)
         row = {
             "stages": n,

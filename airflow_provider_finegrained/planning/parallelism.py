@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -16,6 +16,9 @@ DEFAULT_AVG_BYTES_PER_TASK = 64 * 2**20
 NORMALIZE_MODES = ("none", "power_of_two")
 
 
+_PLAIN_INT = frozenset({int})
+
+
 @dataclass(frozen=True)
 class ConsumedResult:
     """One upstream output a stage reads: the bytes of each of its partitions."""
@@ -25,9 +28,12 @@ class ConsumedResult:
 
     def __post_init__(self) -> None:
         sizes = tuple(self.partition_bytes)
-        for size in sizes:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                raise ValueError(f"partition sizes must be byte counts >= 0, got {size!r}")
+        # Plain ints >= 0 pass at C speed (a stage reads thousands of partitions); anything else
+        # is checked one by one, so the first bad size is the one named.
+        if not _PLAIN_INT.issuperset(map(type, sizes)) or min(sizes, default=0) < 0:
+            for size in sizes:
+                if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                    raise ValueError(f"partition sizes must be byte counts >= 0, got {size!r}")
         object.__setattr__(self, "partition_bytes", sizes)
 
     @property
@@ -109,14 +115,22 @@ def explain_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismC
             return ParallelismDecision(config.default_source_parallelism, "source: default_source_parallelism")
         return ParallelismDecision(config.max_parallelism, "source: max_parallelism (no default set)")
 
-    non_broadcast = sum(r.total_bytes for r in consumed if not r.broadcast)
-    broadcast = sum(r.total_bytes for r in consumed if r.broadcast)
+    non_broadcast = broadcast = 0
+    for result in consumed:
+        if result.broadcast:
+            broadcast += sum(result.partition_bytes)
+        else:
+            non_broadcast += sum(result.partition_bytes)
     per_task = config.avg_bytes_per_task
-    # Exact rational arithmetic: a float quotient such as 4.000000001 would wrongly round up to 5.
-    ratio = Fraction(config.max_broadcast_ratio).limit_denominator(10**9)
-    counted_exact = min(Fraction(broadcast), ratio * per_task)
-    computed = math.ceil(Fraction(non_broadcast) / (per_task - counted_exact))
-    counted = math.floor(counted_exact)
+    # Exact integer arithmetic: a float quotient such as 4.000000001 would wrongly round up to 5.
+    # With the ratio as num/den, broadcast bytes count up to num/den * per_task of each task.
+    num, den = _ratio(config.max_broadcast_ratio)
+    if broadcast * den <= num * per_task:
+        counted = broadcast
+        computed = -(-non_broadcast // (per_task - broadcast))
+    else:  # capped: per task, per_task * (den - num) / den bytes remain for non-broadcast input
+        counted = num * per_task // den
+        computed = -(-non_broadcast * den // (per_task * (den - num)))
     low, high = config.bounds
 
     def decision(parallelism: int, rule: str, notes: tuple[str, ...] = ()) -> ParallelismDecision:
@@ -136,6 +150,13 @@ def explain_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismC
     if candidate > high:
         return decision(high, "clamped to max_parallelism", notes)
     return decision(candidate, "bytes / avg_bytes_per_task", notes)
+
+
+@functools.lru_cache(maxsize=64)
+def _ratio(max_broadcast_ratio: float) -> tuple[int, int]:
+    """``max_broadcast_ratio`` as a fraction (numerator, denominator), as Fraction.limit_denominator(10**9) gives it."""
+    ratio = Fraction(max_broadcast_ratio).limit_denominator(10**9)
+    return ratio.numerator, ratio.denominator
 
 
 def _require_int(name: str, value: object, *, minimum: int) -> None:

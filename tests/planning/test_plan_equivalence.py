@@ -2,25 +2,30 @@
 
 Regions, forward groups and memory shares are computed on lists of stage numbers (for speed at
 100,000 stages). Here, on seeded random DAGs, they are compared with plain reference versions kept
-in this file: networkx components and condensation, and the one-ulp-at-a-time share trimming.
+in this file: networkx components and condensation, the one-ulp-at-a-time share trimming, and
+FLIP-187's formula in Fraction arithmetic for the parallelism decision.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import networkx as nx
 import pytest
 
 from airflow_provider_finegrained.planning import (
+    ConsumedResult,
     Distribution,
     ExchangeMode,
+    ParallelismConfig,
     ResourceSpec,
     StageInput,
     StageSpec,
     compute_forward_groups,
     compute_pipelined_regions,
+    explain_parallelism,
     managed_memory_fractions,
     plan_stages,
 )
@@ -134,3 +139,34 @@ def test_managed_memory_fractions_of_a_large_group_equal_the_reference() -> None
     fractions = managed_memory_fractions(specs, dict.fromkeys(specs, "g"))
     assert list(fractions.values()) == reference_shares([1.0] * 500)
     assert len(set(fractions.values())) == 2  # some shares were trimmed
+
+
+def reference_computed_and_counted(consumed: list[ConsumedResult], config: ParallelismConfig) -> tuple[int, int]:
+    """``ceil(non_broadcast / (V - min(broadcast, ratio * V)))`` and the counted broadcast bytes, in Fractions."""
+    non_broadcast = sum(r.total_bytes for r in consumed if not r.broadcast)
+    broadcast = sum(r.total_bytes for r in consumed if r.broadcast)
+    per_task = config.avg_bytes_per_task
+    ratio = Fraction(config.max_broadcast_ratio).limit_denominator(10**9)
+    counted = min(Fraction(broadcast), ratio * per_task)
+    return math.ceil(Fraction(non_broadcast) / (per_task - counted)), math.floor(counted)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_parallelism_arithmetic_equals_the_fraction_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    config = ParallelismConfig(
+        max_parallelism=rng.choice([8, 256, 10**6]),
+        avg_bytes_per_task=rng.choice([7, 1000, 3 * 2**20, 64 * 2**20]),
+        max_broadcast_ratio=rng.choice([0, 0.1, 0.3, 0.5, 0.9, 0.123456789, 1 / 3]),
+    )
+    for _ in range(200):
+        consumed = [
+            ConsumedResult(
+                [rng.randint(0, rng.choice([10, 1000, 64 * 2**20])) for _ in range(rng.randint(0, 4))],
+                broadcast=rng.random() < 0.4,
+            )
+            for _ in range(rng.randint(1, 4))
+        ]
+        decision = explain_parallelism(consumed, config)
+        computed, counted = reference_computed_and_counted(consumed, config)
+        assert (decision.computed, decision.counted_broadcast_bytes) == (computed, counted)
