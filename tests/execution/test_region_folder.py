@@ -37,3 +37,30 @@ def test_output_location_inside_the_root_or_a_clear_error(tmp_path: Path) -> Non
     assert folder.output_location("a", inside) == inside
     with pytest.raises(ValueError, match=r"stage 'a': output_path '/elsewhere/a' is outside the storage root"):
         folder.output_location("a", "/elsewhere/a")
+
+
+def test_a_region_folder_on_an_object_store_url_uses_no_local_path() -> None:
+    # fsspec's in-memory filesystem: any os.* call on the location would miss it.
+    import fsspec
+
+    from airflow_provider_finegrained.runtime.job import RegionJob
+
+    memory = fsspec.filesystem("memory")
+    folder = RegionFolder("memory://fg-root", "dag", "run-1", "region-1", 1, storage_options={})
+    assert folder.path == "memory://fg-root/dag/run-1/_regions/region-1/try=1"
+    memory.pipe(folder.path.removeprefix("memory://") + "/stale", b"x")
+    folder.reset(["a"])
+    assert memory.ls(folder.path.removeprefix("memory://")) == []
+    callable_path = folder.write_callable("a", b"pickled")
+    assert memory.cat(callable_path.removeprefix("memory://")) == b"pickled"
+    job = RegionJob("region-1", "dag", "run-1", 1, "memory://fg-root", folder.path, [])
+    assert RegionJob.load(folder.write_job(job)) == job
+    StageStatus("a", "failed", error="boom").write(status_path(folder.path, "a"))
+    status = folder.read_status("a")
+    assert status is not None and status.error == "boom"
+    trace = StageTrace(stage="a", region="region-1", slot_sharing_group="g", region_leader="a", parallelism=3)
+    folder.write_trace(trace)
+    assert (
+        StageTrace.from_xcom(json.loads(memory.cat(folder.path.removeprefix("memory://") + "/trace-a.json"))) == trace
+    )
+    assert folder.output_location("a", None) == "memory://fg-root/dag/run-1/a/try=1"
