@@ -179,20 +179,22 @@ def _plan(specs: Iterable[StageSpec], dag_id: str, all_sources_in_one_region: bo
 
     fractions = _memory_fractions(stage_list, group_members)
     stages = {}
-    for i, spec in enumerate(stage_list):
+    for spec, region, forward_group, group, fraction, stage_inputs in zip(
+        stage_list, region_of, forward_of, groups, fractions, inputs_of, strict=True
+    ):
         name = spec.name
         decided = propagated.get(name, UNDECIDED) if propagated else UNDECIDED
         stages[name] = _stage_plan(
             name,
-            region_of[i],
-            forward_of[i],
-            groups[i],
-            fractions[i],
+            region,
+            forward_group,
+            group,
+            fraction,
             spec.resources,
             None if decided == UNDECIDED else decided,
             spec.min_parallelism,
             spec.max_parallelism,
-            inputs_of[i],
+            stage_inputs,
         )
     return DagPlan(dag_id, stages, region_names, forward_groups, exchanges)
 
@@ -221,28 +223,29 @@ class _Edges:
 def _exchanges(stage_list: Sequence[StageSpec], position: dict[str, int]) -> tuple[list[tuple[Exchange, ...]], _Edges]:
     """Check every stage's inputs; return each stage's exchanges and all of them as index edges."""
     edges = _Edges([], [], [], [])
-    add_producer, add_consumer = edges.producers.append, edges.consumers.append
+    add_producer, add_consumers, position_of = edges.producers.append, edges.consumers.extend, position.get
     add_pipelined, add_forward = edges.pipelined.append, edges.forward.append
     pipelined, forward = ExchangeMode.PIPELINED, Distribution.FORWARD
     inputs_of: list[tuple[Exchange, ...]] = []
     new, set_producer, set_consumer, set_mode = _new, _set_producer, _set_consumer, _set_mode
     set_distribution, set_input_name = _set_distribution, _set_input_name
     for consumer, spec in enumerate(stage_list):
-        if not spec.inputs:
+        stage_inputs = spec.inputs
+        if not stage_inputs:
             inputs_of.append(())
             continue
         stage = spec.name
         seen: set[str] = set()
         built = []
-        for stage_input in spec.inputs:
+        add_consumers([consumer] * len(stage_inputs))
+        for stage_input in stage_inputs:
             upstream = stage_input.upstream
             input_name = stage_input.name or upstream  # StageInput.input_name, without the property call
-            producer = position.get(upstream)
+            producer = position_of(upstream)
             if producer is None or producer == consumer or input_name in seen:
                 raise _input_error(spec, stage_input, position, seen)
             seen.add(input_name)
             add_producer(producer)
-            add_consumer(consumer)
             mode, distribution = stage_input.mode, stage_input.distribution
             if mode is pipelined:
                 add_pipelined((producer, consumer))
