@@ -14,9 +14,11 @@ Run: ``.venv/bin/python bench/plan_scaling.py`` (``--sizes 1000,10000`` to choos
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import itertools
 import json
+import os
 import platform
 import random
 import statistics
@@ -24,9 +26,12 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from airflow_provider_finegrained.planning import (
     ConsumedResult,
+    Distribution,
+    ExchangeMode,
     ParallelismConfig,
     StageInput,
     StageSpec,
@@ -36,10 +41,10 @@ from airflow_provider_finegrained.planning import (
 
 RESULTS = Path(__file__).parent / "results"
 KINDS = [
-    ("blocking", "all_to_all", 0.6),
-    ("pipelined", "forward", 0.15),
-    ("pipelined", "all_to_all", 0.1),
-    ("blocking", "broadcast", 0.15),
+    (ExchangeMode.BLOCKING, Distribution.ALL_TO_ALL, 0.6),
+    (ExchangeMode.PIPELINED, Distribution.FORWARD, 0.15),
+    (ExchangeMode.PIPELINED, Distribution.ALL_TO_ALL, 0.1),
+    (ExchangeMode.BLOCKING, Distribution.BROADCAST, 0.15),
 ]
 
 
@@ -121,16 +126,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     config = ParallelismConfig(max_parallelism=256)
-    rows = []
+    load_before = os.getloadavg()[0]  # the machine may be shared: say how busy it was
+    rows: list[dict[str, Any]] = []
     for n in (int(s) for s in args.sizes.split(",")):
         specs = generate(n)
         edges = sum(len(s.inputs) for s in specs)
-        plan_times = best_of(args.repeats, lambda specs=specs: plan_stages(specs))
-        baseline_times = best_of(args.repeats, lambda specs=specs: linear_baseline(specs))
+        plan_times = best_of(args.repeats, functools.partial(plan_stages, specs))
+        baseline_times = best_of(args.repeats, functools.partial(linear_baseline, specs))
         sizes = partition_sizes(specs)  # generated outside the timing: random numbers are not the planner's work
-        decide_times = best_of(args.repeats, lambda sizes=sizes: run_time_decisions(sizes, config))
+        decide_times = best_of(args.repeats, functools.partial(run_time_decisions, sizes, config))
         plan = plan_stages(specs)
-        row = {
+        row: dict[str, Any] = {
             "stages": n,
             "edges": edges,
             "regions": len(plan.regions),
@@ -140,7 +146,7 @@ def main() -> None:
             "baseline_seconds_median": statistics.median(baseline_times),
             "plan_over_baseline": statistics.median(plan_times) / statistics.median(baseline_times),
             "decide_seconds_median": statistics.median(decide_times),
-            "plan_peak_bytes": peak_memory(lambda specs=specs: plan_stages(specs)),
+            "plan_peak_bytes": peak_memory(functools.partial(plan_stages, specs)),
         }
         rows.append(row)
         print(
@@ -157,18 +163,21 @@ def main() -> None:
         "machine": platform.machine(),
         "cpus": _cpus(),
         "date": time.strftime("%Y-%m-%d"),
+        "repeats": args.repeats,
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "plan_scaling.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
     lines = [
         "| stages | edges | regions | plan (median s) | linear baseline (s) | plan / baseline | decide all (median s) "
-        "| plan peak memory |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| plan peak memory | peak per stage |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {r['stages']:,} | {r['edges']:,} | {r['regions']:,} | {r['plan_seconds_median']:.3f} | "
         f"{r['baseline_seconds_median']:.3f} | {r['plan_over_baseline']:.0f}x | "
-        f"{r['decide_seconds_median']:.3f} | {r['plan_peak_bytes'] / 2**20:.1f} MiB |"
+        f"{r['decide_seconds_median']:.3f} | {r['plan_peak_bytes'] / 2**20:.1f} MiB | "
+        f"{r['plan_peak_bytes'] / r['stages'] / 1024:.2f} KiB |"
         for r in rows
     ]
     table = "\n".join(lines)
@@ -179,8 +188,6 @@ def main() -> None:
 
 
 def _cpus() -> int:
-    import os
-
     return os.cpu_count() or 0
 
 
