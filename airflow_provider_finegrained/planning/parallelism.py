@@ -99,7 +99,7 @@ class ParallelismDecision:
 
 def decide_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismConfig) -> int:
     """Parallelism of a stage that reads ``consumed`` (FLIP-187); see :func:`explain_parallelism`."""
-    return explain_parallelism(consumed, config).parallelism
+    return _decide(consumed, config)[0]
 
 
 def explain_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismConfig) -> ParallelismDecision:
@@ -110,10 +110,18 @@ def explain_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismC
     ``max_broadcast_ratio`` of it: ``p = ceil(non_broadcast / (avg_bytes_per_task - capped))``,
     then normalized (optionally) and clamped to the bounds.
     """
+    return ParallelismDecision(*_decide(consumed, config))
+
+
+_Decision = tuple[int, str, int | None, int, int, int, tuple[str, ...]]
+"""A ParallelismDecision's fields; decide_parallelism needs only the first, so builds no object."""
+
+
+def _decide(consumed: Sequence[ConsumedResult], config: ParallelismConfig) -> _Decision:
     if not consumed:
         if config.default_source_parallelism is not None:
-            return ParallelismDecision(config.default_source_parallelism, "source: default_source_parallelism")
-        return ParallelismDecision(config.max_parallelism, "source: max_parallelism (no default set)")
+            return config.default_source_parallelism, "source: default_source_parallelism", None, 0, 0, 0, ()
+        return config.max_parallelism, "source: max_parallelism (no default set)", None, 0, 0, 0, ()
 
     non_broadcast = broadcast = 0
     for result in consumed:
@@ -133,11 +141,8 @@ def explain_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismC
         computed = -(-non_broadcast * den // (per_task * (den - num)))
     low, high = config.bounds
 
-    def decision(parallelism: int, rule: str, notes: tuple[str, ...] = ()) -> ParallelismDecision:
-        return ParallelismDecision(parallelism, rule, computed, non_broadcast, broadcast, counted, notes)
-
     if non_broadcast == 0:
-        return decision(low, "zero bytes: min_parallelism")
+        return low, "zero bytes: min_parallelism", computed, non_broadcast, broadcast, counted, ()
 
     notes: tuple[str, ...] = ()
     candidate = computed
@@ -146,10 +151,10 @@ def explain_parallelism(consumed: Sequence[ConsumedResult], config: ParallelismC
         if candidate != computed:
             notes = (f"normalized {computed} to power of two {candidate}",)
     if candidate < low:
-        return decision(low, "clamped to min_parallelism", notes)
+        return low, "clamped to min_parallelism", computed, non_broadcast, broadcast, counted, notes
     if candidate > high:
-        return decision(high, "clamped to max_parallelism", notes)
-    return decision(candidate, "bytes / avg_bytes_per_task", notes)
+        return high, "clamped to max_parallelism", computed, non_broadcast, broadcast, counted, notes
+    return candidate, "bytes / avg_bytes_per_task", computed, non_broadcast, broadcast, counted, notes
 
 
 @functools.lru_cache(maxsize=64)
