@@ -8,12 +8,9 @@ find it. Which cluster manager is in use is the launcher's business only.
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
@@ -31,13 +28,13 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     Grant,
     acquire,
     capacity_source,
-    minimum_resources_conf,
     minimum_slots,
     reduced_profile,
     region_request,
 )
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
+from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts, stage_trace
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
@@ -53,7 +50,7 @@ from airflow_provider_finegrained.launchers.select import select
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
-from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
+from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import is_secret_key
 
@@ -72,31 +69,6 @@ class TaskInstanceLike(Protocol):
     def xcom_push(self, key: str, value: Any) -> None: ...
 
     def xcom_pull(self, task_ids: str, key: str) -> Any: ...
-
-
-class StageTaskLike(Protocol):
-    """What the run reads of a stage task (``SparkStageOperator``)."""
-
-    @property
-    def task_id(self) -> str: ...
-    @property
-    def external_inputs(self) -> Mapping[str, Any]: ...
-    @property
-    def python_callable(self) -> Callable[..., Any] | None: ...
-    @property
-    def application(self) -> str | None: ...
-    @property
-    def application_args(self) -> Sequence[Any]: ...
-    @property
-    def op_kwargs(self) -> Mapping[str, Any]: ...
-    @property
-    def spark_conf(self) -> Mapping[str, Any]: ...
-    @property
-    def output_path(self) -> str | None: ...
-    @property
-    def output_format(self) -> str: ...
-
-    def render_template_fields(self, context: Any) -> None: ...
 
 
 class LeaderLike(StageTaskLike, Protocol):
@@ -312,9 +284,11 @@ class RegionRunner:
         capacity: CapacityRecord,
         timings: dict[str, float],
     ) -> RegionOutcome:
-        job = self.job(decision, inputs)
+        job = build_region_job(
+            self.plan, self.region, self.tasks, decision, inputs, self.folder, self.settings, self.config_for
+        )
         # A warm region runs with the pool's application settings; only its session settings are its own.
-        app_conf = self.application_conf(launcher, decision)
+        app_conf = {} if launcher.capacity_kind == "none" else self.application_conf(launcher, decision)
         spark_conf = {
             stage.name: {k: "***" if is_secret_key(k) else v for k, v in {**app_conf, **stage.session_conf}.items()}
             for stage in job.stages
@@ -350,25 +324,12 @@ class RegionRunner:
         return outcome
 
     def application_conf(self, launcher: Launcher, decision: RegionDecision) -> dict[str, str]:
-        if launcher.capacity_kind == "none":
-            return {}
-        conf = {
-            "spark.ui.showConsoleProgress": "false",
-            **decision.sizing.application_conf(),
-            **minimum_resources_conf(self.settings.resource_bounds(), decision.sizing),
-        }
-        if not decision.sizing.local:
-            # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
-            conf["spark.driver.memory"] = f"{self.settings.driver_memory // 2**20}m"
-            # Even spread (FLIP-370): start the first tasks only once every granted executor has registered;
-            # Spark's default starts on the first one, which then takes the first wave almost alone.
-            conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0"
-            conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "60s"
-        conf.update(launcher.application_conf(self.app_name))
-        conf.update({k: str(v) for k, v in self.settings.spark_conf.items()})
-        for member in self.members:
-            conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items() if not k.startswith("spark.sql.")})
-        return conf
+        return application_conf(
+            decision.sizing,
+            self.settings,
+            launcher.application_conf(self.app_name),
+            [self.tasks[m].spark_conf for m in self.members],
+        )
 
     def launch(self, launcher: Launcher, spec: LaunchSpec) -> LaunchResult:
         live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs
@@ -418,105 +379,3 @@ class RegionRunner:
                 f"region {self.region}: spark-submit exited with code {result.returncode} before the stages "
                 f"reported (stages {list(self.members)}); last output lines:\n{tail}" + (f"\n{where}" if where else "")
             )
-
-    # ------------------------------------------------------------------ the job the driver runs
-
-    def job(self, decision: RegionDecision, inputs: Mapping[str, StageInputs]) -> RegionJob:
-        from pyspark import cloudpickle
-
-        stages = []
-        for member in self.members:
-            task = self.tasks[member]
-            refs = []
-            for exchange in self.plan.stages[member].inputs:
-                broadcast = exchange.distribution is Distribution.BROADCAST
-                if exchange.producer in self.members:
-                    refs.append(InputRef(exchange.input_name, "stage", stage=exchange.producer, broadcast=broadcast))
-                else:
-                    record = inputs[member].upstream[exchange.input_name]
-                    refs.append(
-                        InputRef(
-                            exchange.input_name,
-                            "committed",
-                            path=record.path,
-                            format=record.format,
-                            broadcast=broadcast,
-                        )
-                    )
-            for name, dataset in task.external_inputs.items():
-                refs.append(
-                    InputRef(
-                        name,
-                        "external",
-                        path=dataset.path,
-                        format=dataset.format,
-                        options=dict(dataset.options),
-                        broadcast=dataset.broadcast,
-                    )
-                )
-            callable_path = None
-            if task.python_callable is not None:
-                callable_path = self.folder.write_callable(member, _pickle_by_value(cloudpickle, task.python_callable))
-            needs_output = bool(decision.outside_consumers[member]) or not decision.in_region_consumers[member]
-            stages.append(
-                StageJob(
-                    name=member,
-                    inputs=refs,
-                    session_conf={
-                        **decision.sizing.stages[member].session_conf(),
-                        **self.adaptive_conf(member),
-                        **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
-                    },
-                    output_location=(
-                        self.folder.output_location(member, task.output_path)
-                        if needs_output or task.output_path
-                        else None
-                    ),
-                    output_format=task.output_format,
-                    callable_path=callable_path,
-                    application=task.application,
-                    application_args=[str(a) for a in task.application_args],
-                    kwargs=dict(task.op_kwargs),
-                    handover=bool(decision.in_region_consumers[member]),
-                )
-            )
-        return RegionJob(
-            self.region,
-            self.dag.dag_id,
-            self.run.run_id,
-            self.run.try_number,
-            self.settings.storage_root,
-            self.folder.path,
-            stages,
-        )
-
-    def adaptive_conf(self, stage: str) -> dict[str, str]:
-        if not self.settings.adaptive_query_execution:
-            return {"spark.sql.adaptive.enabled": "false"}
-        # AQE stays on as an in-query correction: the decided parallelism is an upper bound that AQE
-        # may coalesce towards the same bytes per task when filters leave less data than planned.
-        per_task = self.config_for(stage).avg_bytes_per_task
-        return {
-            "spark.sql.adaptive.enabled": "true",
-            "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
-            "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(per_task),
-        }
-
-
-def _pickle_by_value(cloudpickle: Any, fn: Callable[..., Any]) -> bytes:
-    """Pickle ``fn`` with the code of its module, so the driver needs no access to the DAG folder."""
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    by_value = module is not None and _is_user_module(module)
-    if by_value:
-        cloudpickle.register_pickle_by_value(module)
-    try:
-        data: bytes = cloudpickle.dumps(fn)
-        return data
-    finally:
-        if by_value:
-            cloudpickle.unregister_pickle_by_value(module)
-
-
-def _is_user_module(module: ModuleType) -> bool:
-    path = getattr(module, "__file__", None) or ""
-    return bool(path) and "site-packages" not in path and not path.startswith(os.path.dirname(os.__file__))

@@ -37,6 +37,7 @@ def test_the_region_run_modules_import_alone() -> None:
     modules = [
         "execution.region_trace",
         "execution.region_folder",
+        "execution.region_job",
         "execution.capacity_gate",
         "operators.region_runner",
     ]
