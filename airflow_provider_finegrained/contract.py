@@ -3,7 +3,8 @@
 Keys (all values are small JSON):
 
 - ``finegrained_output`` (also the task's ``return_value``): the committed output, an
-  :class:`OutputRecord`: path, format, bytes of each partition, rows, committed, try number.
+  :class:`OutputRecord`: path (of the ``_COMMITTED`` marker), data path (the committed files' folder),
+  format, bytes of each partition, rows, committed, try number.
 - ``finegrained_trace``: the decision trace: bytes consumed, config in force, decided parallelism and
   the rule that decided it, executors, cores, memory, memory fraction, region and slot sharing group.
 - ``finegrained_region``: on a region's leader, where the region's run keeps its per-stage results.
@@ -43,6 +44,9 @@ class OutputRecord:
     committed: bool = True
     in_memory_only: bool = False
     """True when the stage handed its output over in memory inside its region and wrote nothing."""
+    data_path: str = ""
+    """The folder holding exactly the committed files (the committed attempt's), for a reader's own Spark
+    or pyarrow code; ``path`` holds the ``_COMMITTED`` marker. Empty for an in-memory handover."""
 
     @property
     def total_bytes(self) -> int:
@@ -60,6 +64,7 @@ class OutputRecord:
             "try_number": self.try_number,
             "committed": self.committed,
             "in_memory_only": self.in_memory_only,
+            "data_path": self.data_path,
         }
 
     @classmethod
@@ -67,13 +72,15 @@ class OutputRecord:
         """The record of a stage from its committed output (the marker's fields), or an in-memory handover."""
         if output is None:
             return cls(stage, "", "", [], 0, try_number, committed=False, in_memory_only=True)
+        path, attempt = str(output["path"]), str(output.get("attempt") or "")
         return cls(
             stage=stage,
-            path=str(output["path"]),
+            path=path,
             format=str(output["format"]),
             partition_bytes=[int(b) for b in output["partition_bytes"]],
             rows=int(output["rows"]),
             try_number=try_number,
+            data_path=f"{path.rstrip('/')}/{attempt}" if attempt else path,
         )
 
     @classmethod
@@ -109,6 +116,7 @@ class OutputRecord:
             partition_bytes=list(sizes),
             rows=int(value["rows"]),
             try_number=int(value.get("try_number", 0)),
+            data_path=str(value.get("data_path") or value["path"]),
         )
 
 

@@ -67,3 +67,13 @@ def test_stage_trace_is_frozen_and_keeps_its_xcom_shape() -> None:
     assert value["version"] == CONTRACT_VERSION and value["parallelism"] == 4
     assert set(value) == {"version", *(f.name for f in dataclasses.fields(StageTrace))}
     assert StageTrace.from_xcom(value) == trace
+
+
+def test_a_committed_record_names_the_folder_of_exactly_the_committed_files() -> None:
+    marker = {"path": "s3://lake/fg/d/r/a/try=2", "format": "parquet", "partition_bytes": [7], "rows": 1}
+    record = OutputRecord.from_committed("a", {**marker, "attempt": "attempt-1f2e"}, 2)
+    assert record.data_path == "s3://lake/fg/d/r/a/try=2/attempt-1f2e"
+    assert OutputRecord.from_xcom(record.to_xcom(), upstream="a", consumer="b").data_path == record.data_path
+    # Protocol 1 outputs kept their files at the top of the location; so do records written before data_path.
+    assert OutputRecord.from_committed("a", marker, 2).data_path == marker["path"]
+    assert OutputRecord.from_xcom(GOOD, upstream="a", consumer="b").data_path == GOOD["path"]
