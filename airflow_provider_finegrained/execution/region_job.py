@@ -132,10 +132,13 @@ def application_conf(
     settings: ConnectionSettings,
     launcher_conf: Mapping[str, str],
     stage_confs: Iterable[Mapping[str, Any]],
+    storage_conf: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The application's Spark settings: sizing, minimum resources, the launcher's, the connection's, the stages'.
+    """The application's Spark settings: sizing, minimum resources, the launcher's, the storage's, the
+    connection's, the stages'.
 
-    Later sources win: a connection's or a stage's ``spark_conf`` overrides the launcher's defaults.
+    Later sources win: a connection's or a stage's ``spark_conf`` overrides the launcher's defaults and the
+    ``spark.hadoop.*`` settings made from ``storage_conn_id``'s credentials (``storage_conf``).
     """
     conf = {
         "spark.ui.showConsoleProgress": "false",
@@ -150,6 +153,7 @@ def application_conf(
         conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0"
         conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "60s"
     conf.update(launcher_conf)
+    conf.update(storage_conf or {})
     conf.update({k: str(v) for k, v in settings.spark_conf.items()})
     for stage_conf in stage_confs:
         conf.update({k: str(v) for k, v in stage_conf.items() if not k.startswith("spark.sql.")})

@@ -53,6 +53,11 @@ from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import is_secret_key
+from airflow_provider_finegrained.spark.submit import spark_home
+from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
+from airflow_provider_finegrained.storage.errors import StorageConfigError
+from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
+from airflow_provider_finegrained.storage.locations import same_store, scheme_of
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -108,6 +113,11 @@ class RegionOutcome:
     traces: dict[str, StageTrace]
 
 
+CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
+"""Launchers whose driver runs with this Spark installation's jars (a Kubernetes driver runs its image's;
+a warm pool has started already and reads the storage with its own)."""
+
+
 class RegionRunner:
     """One run of a region for one try of its leader task."""
 
@@ -119,6 +129,7 @@ class RegionRunner:
         settings: ConnectionSettings,
         context: Mapping[str, Any],
         waited_since: float | None = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.leader = leader
         self.log = leader.log
@@ -135,7 +146,11 @@ class RegionRunner:
             m: leader if m == leader.task_id else self.dag.get_task(m) for m in self.members
         }
         self.app_name = f"{self.dag.dag_id}.{region} [{self.run.run_id} try {self.run.try_number}]"
-        self.folder = RegionFolder(settings.storage_root, self.dag.dag_id, self.run.run_id, region, self.run.try_number)
+        # fsspec options for the storage root (from storage_conn_id); Spark gets the same as spark.hadoop.*.
+        self.storage_options = storage_options or {}
+        self.folder = RegionFolder(
+            settings.storage_root, self.dag.dag_id, self.run.run_id, region, self.run.try_number, self.storage_options
+        )
         self.statuses: dict[str, StageStatus] = {}
         self._launcher: Launcher | None = None
         self._handle: LaunchHandle | None = None
@@ -207,12 +222,20 @@ class RegionRunner:
         broadcast = set()
         for name, dataset in self.tasks[stage].external_inputs.items():
             try:
-                external[name] = measure_external(dataset.path, dataset.format)
+                external[name] = measure_external(
+                    dataset.path, dataset.format, storage_options=self.options_for(dataset.path)
+                )
             except FileNotFoundError as exc:
                 raise FileNotFoundError(f"stage {stage!r}, input {name!r}: {exc}") from exc
             if dataset.broadcast:
                 broadcast.add(name)
         return StageInputs(upstream, external, frozenset(broadcast), upstream_parallelism)
+
+    def options_for(self, location: str) -> dict[str, Any] | None:
+        """The storage root's credentials for a location in the same store; fsspec's defaults elsewhere."""
+        if same_store(location, self.settings.storage_root):
+            return self.storage_options
+        return None
 
     # ------------------------------------------------------------------ 2. decide
 
@@ -238,7 +261,19 @@ class RegionRunner:
         self._launcher = launcher
         if carrier.pool is not None:
             self.log.info("Region %s runs warm in %s: %s", self.region, carrier.pool.url, carrier.reason)
+        if launcher.name in CLASSPATH_FROM_SPARK_HOME:
+            self.check_storage_reachable()
         return launcher
+
+    def check_storage_reachable(self) -> None:
+        """Fail before any work when Spark's classpath has no filesystem for the storage root's scheme."""
+        conf: dict[str, str] = {k: str(v) for k, v in self.settings.spark_conf.items()}
+        for member in self.members:
+            conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items()})
+        try:
+            check_spark_filesystem(self.settings.storage_root, spark_home(self.settings.spark_home), conf)
+        except StorageConfigError as exc:
+            raise StorageConfigError(f"region {self.region} (stages {', '.join(self.members)}): {exc}") from None
 
     # ------------------------------------------------------------------ 4. capacity (FLIP-138)
 
@@ -329,6 +364,7 @@ class RegionRunner:
             self.settings,
             launcher.application_conf(self.app_name),
             [self.tasks[m].spark_conf for m in self.members],
+            spark_hadoop_conf(scheme_of(self.settings.storage_root), self.storage_options),
         )
 
     def launch(self, launcher: Launcher, spec: LaunchSpec) -> LaunchResult:

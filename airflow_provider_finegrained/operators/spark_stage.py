@@ -8,7 +8,6 @@ runs the whole region as one Spark application; every other stage of the region 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -175,8 +174,17 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
         from airflow_provider_finegrained.operators.region_runner import RegionRunner
 
-        settings = FineGrainedSparkHook(self.finegrained_spark_conn_id).get_settings()
-        runner = RegionRunner(self, plan, region, settings, context, waited_since=(waited or {}).get("since"))
+        hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)
+        settings = hook.get_settings()
+        runner = RegionRunner(
+            self,
+            plan,
+            region,
+            settings,
+            context,
+            waited_since=(waited or {}).get("since"),
+            storage_options=hook.storage_options(),
+        )
         self._process = runner
         try:
             outcome = runner.execute()
@@ -226,7 +234,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             runner.kill()
 
     def _report_from_region(self, context: Any, leader: str) -> dict[str, Any]:
-        from airflow_provider_finegrained.runtime.job import StageStatus, status_path, trace_path
+        from airflow_provider_finegrained.runtime.job import StageStatus, read_json, status_path, trace_path
 
         ti = context["ti"]
         region_info = ti.xcom_pull(task_ids=leader, key=REGION_KEY)
@@ -236,13 +244,14 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
                 f"(no {REGION_KEY!r} XCom); run {leader!r} first"
             )
         folder = region_info["folder"]
-        status = StageStatus.read(status_path(folder, self.task_id))
-        self._push_spark_ui(context, FineGrainedSparkHook(self.finegrained_spark_conn_id).get_settings(), status)
+        hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)
+        options = hook.storage_options()
+        status = StageStatus.read(status_path(folder, self.task_id), storage_options=options)
+        self._push_spark_ui(context, hook.get_settings(), status)
         if status is None or status.state != "success":
             reason = status.error if status is not None else "no result was recorded"
             raise StageFailedError(f"stage {self.task_id!r} did not succeed in region run {folder}: {reason}")
-        with open(trace_path(folder, self.task_id), encoding="utf-8") as handle:
-            trace = StageTrace.from_xcom(json.load(handle))
+        trace = StageTrace.from_xcom(read_json(trace_path(folder, self.task_id), storage_options=options))
         self.log.info("Ran in the Spark application of region %s (led by %s)", trace.region, leader)
         record = OutputRecord.from_committed(self.task_id, status.output, int(region_info["try_number"]))
         return self._publish(context, record, trace, status.log)

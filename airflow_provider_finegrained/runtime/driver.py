@@ -15,7 +15,7 @@ from typing import Any
 from airflow_provider_finegrained.runtime import spark_status
 from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
 from airflow_provider_finegrained.runtime.progress import progress_lines
-from airflow_provider_finegrained.runtime.region_loop import LOG_PREFIX, run_stages
+from airflow_provider_finegrained.runtime.region_loop import LOG_PREFIX, run_stages, storage_options
 
 
 class ClassicSessions:
@@ -56,19 +56,22 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} JOB_JSON", file=sys.stderr)
         return 2
-    return run_region(RegionJob.load(argv[1]))
+    return run_region(argv[1])
 
 
-def run_region(job: RegionJob) -> int:
+def run_region(job_path: str) -> int:
+    """Run the region job at ``job_path`` (a local path or a URL on the storage root) in this application."""
     from pyspark.sql import SparkSession
 
     # The application name comes from spark-submit (--name), which names the region's run and try.
     spark = SparkSession.builder.getOrCreate()
+    # The job lives on the storage root: reach it with the credentials Spark was given (spark.hadoop.*).
+    job = RegionJob.load(job_path, storage_options=storage_options(spark, job_path))
     sessions = ClassicSessions(spark)
     names = [s.name for s in job.stages]
     print(f"{LOG_PREFIX} region {job.region}: application {sessions.application_id}, stages {names}", flush=True)
     try:
-        failed = run_stages(job, sessions)
+        failed = run_stages(job, sessions, status_storage=storage_options(spark, job.folder))
     finally:
         spark.stop()
     return 1 if failed else 0

@@ -182,6 +182,14 @@ def _store(location: str) -> tuple[str, str, str]:
     return scheme, parts.netloc, parts.path or "/"
 
 
+def same_store(location: str, other: str) -> bool:
+    """Whether two locations are on one store (both local, or one scheme family and one bucket or host), so
+    one set of credentials serves both."""
+    if is_local(location) or is_local(other):
+        return is_local(location) and is_local(other)
+    return _store(location)[:2] == _store(other)[:2]
+
+
 def _inside(root_path: str, path: str) -> bool:
     root_path = root_path.rstrip("/") or "/"
     return path == root_path or path.startswith(root_path if root_path.endswith("/") else root_path + "/")

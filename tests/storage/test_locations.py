@@ -18,6 +18,7 @@ from airflow_provider_finegrained.storage.locations import (
     redact,
     region_folder,
     relative_to,
+    same_store,
     scheme_of,
     spark_uri,
     stage_folder,
@@ -222,3 +223,19 @@ def test_spark_uri(location: str, expected: str) -> None:
 )
 def test_redact(location: str, expected: str) -> None:
     assert redact(location) == expected
+
+
+@pytest.mark.parametrize(
+    ("location", "other", "same"),
+    [
+        ("/data/in", "/srv/fg", True),
+        ("file:///data/in", "/srv/fg", True),
+        ("s3://lake/raw/x.parquet", "s3a://lake/fg", True),
+        ("s3://other/raw", "s3://lake/fg", False),
+        ("gs://lake/raw", "s3://lake/fg", False),
+        ("/data/in", "s3://lake/fg", False),
+        ("hdfs://nn:8020/raw", "hdfs://nn:8020/fg", True),
+    ],
+)
+def test_same_store_decides_whether_the_roots_credentials_apply(location: str, other: str, same: bool) -> None:
+    assert same_store(location, other) is same
