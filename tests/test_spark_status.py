@@ -6,13 +6,17 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_finegrained.launchers.http import HttpRequestError
 from airflow_provider_finegrained.runtime.spark_status import (
     SparkStageTasks,
     StageTaskReport,
     _report,
+    collect_session,
+    get_status_json,
     parse_stage_attempts,
     task_spread,
 )
+from tests.capacity.test_sources import RecordingServer, closed_port_url
 
 
 def attempt(
@@ -81,3 +85,33 @@ def test_report_waits_for_the_status_store_and_leaves_out_the_driver_on_a_cluste
 def test_local_mode_keeps_the_driver_as_its_only_executor() -> None:
     report = _report(lambda path: [{"id": "driver", "hostPort": "localhost:1"}] if path == "/executors" else [], [], 1)
     assert report.executors == ["driver"]
+
+
+def test_a_spark_connect_sessions_report_is_read_over_http_from_the_status_api() -> None:
+    """collect_session reads the driver's /api/v1 through the provider's HTTP client (a real loopback server)."""
+    server = RecordingServer()
+    base = "/api/v1/applications/app-1"
+    try:
+        server.serve(
+            f"{base}/jobs",
+            [
+                {"jobId": 1, "jobTags": ["spark-connect", "_Session_s-1_"], "stageIds": [3]},
+                {"jobId": 2, "jobTags": ["_Session_other_"], "stageIds": [4]},
+            ],
+        )
+        server.serve(f"{base}/stages/3", [attempt(3, "COMPLETE", 2, {"0": 2}, run_ms=500)])
+        server.serve(f"{base}/executors", [{"id": "driver"}, {"id": "0"}])
+        report = collect_session(server.url + "/", "app-1", "s-1", timeout_s=5)
+        assert report == StageTaskReport(["0"], [SparkStageTasks(3, 0, "COMPLETE", 2, {"0": 2}, 0.5, 0.0)], {"0": ""})
+        assert [path for _, path, _ in server.requests] == [f"{base}/jobs", f"{base}/stages/3", f"{base}/executors"]
+        assert {accept for _, _, accept in server.requests} == {"application/json"}
+        # A 503 would be retried by the client's default; the status API is asked once (a best-effort report).
+        server.serve("/api/v1/applications/app-2/jobs", {"error": "busy"}, status=503)
+        with pytest.raises(HttpRequestError, match=r"GET .*/api/v1/applications/app-2/jobs answered HTTP 503"):
+            collect_session(server.url, "app-2", "s-1")
+    finally:
+        server.close()
+    with pytest.raises(HttpRequestError) as caught:
+        get_status_json(closed_port_url())
+    assert caught.value.reason == "[Errno 111] Connection refused"
+    assert len(server.requests) == 4

@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import urllib.parse
-import urllib.request
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow.sdk import BaseHook
@@ -420,15 +419,14 @@ def _overhead(executor_memory: int) -> int:
 
 def _history_check(url: str) -> Check:
     """A history server lists its applications at ``/api/v1/applications``; user info becomes basic auth."""
+    from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
+
     public, auth = _split_credentials(url)
-    request = urllib.request.Request(f"{public}/api/v1/applications?limit=1", headers={"Accept": "application/json"})
-    if auth:
-        request.add_header("Authorization", f"Basic {auth}")
+    headers = {"Authorization": f"Basic {auth}"} if auth else {}
     try:
-        with urllib.request.urlopen(request, timeout=WEBUI_TIMEOUT_S) as response:
-            answer = json.loads(response.read().decode("utf-8"))
-    except (OSError, ValueError) as exc:  # URLError, HTTPError and timeouts are OSErrors; bad JSON a ValueError
-        return Check("history server", False, f"{public} is not reachable: {_reason(exc)}")
+        answer = get_json(f"{public}/api/v1/applications?limit=1", WEBUI_TIMEOUT_S, headers=headers)
+    except HttpRequestError as exc:  # unreachable, timed out, an error status or no JSON
+        return Check("history server", False, f"{public} is not reachable: {exc.reason}")
     if not isinstance(answer, list):
         return Check("history server", False, f"{public} did not answer a list of applications")
     listed = "no applications yet" if not answer else "applications listed"

@@ -65,8 +65,14 @@ class HttpResponse:
 class HttpRequestError(RuntimeError):
     """The server could not be reached, answered an error status, or sent no JSON where JSON was due.
 
-    The message never holds the URL's password.
+    The message never holds the URL's password. `reason` is the short cause without the request (the
+    innermost OS error such as ``[Errno 111] Connection refused`` or ``timed out``, ``HTTP 404``, ...),
+    for messages that name the service their own way; it defaults to the whole message.
     """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
 
 
 def _scrub(text: str, url: str) -> str:
@@ -75,6 +81,15 @@ def _scrub(text: str, url: str) -> str:
     for secret in url_secrets(url):
         text = text.replace(secret, REDACTED)
     return text
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The text of the innermost exception behind `exc` (requests wraps urllib3, which wraps the OS error)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    return str(exc) or type(exc).__name__
 
 
 def _is_loopback(url: str) -> bool:
@@ -124,7 +139,8 @@ def send(request: HttpRequest, timeout_s: float = DEFAULT_TIMEOUT_S, retries: in
     except requests.RequestException as exc:
         # Not chained: the original exception's message and attributes quote the full URL.
         raise HttpRequestError(
-            _scrub(f"{method} {request.url} failed: {type(exc).__name__}: {exc}", request.url)
+            _scrub(f"{method} {request.url} failed: {type(exc).__name__}: {exc}", request.url),
+            _scrub(_root_cause(exc), request.url),
         ) from None
 
 
@@ -137,8 +153,12 @@ def get_json(
     """GET `url` and decode its JSON body; HttpRequestError on a non-2xx status or a body that is not JSON."""
     response = send(HttpRequest("GET", url, headers={**ACCEPT_JSON, **(headers or {})}), timeout_s, retries)
     if not 200 <= response.status < 300:
-        raise HttpRequestError(_scrub(f"GET {url} answered HTTP {response.status}: {response.body[:300]}", url))
+        raise HttpRequestError(
+            _scrub(f"GET {url} answered HTTP {response.status}: {response.body[:300]}", url), f"HTTP {response.status}"
+        )
     try:
         return response.json()
     except ValueError as exc:
-        raise HttpRequestError(_scrub(f"GET {url} answered no JSON ({exc}): {response.body[:200]!r}", url)) from None
+        raise HttpRequestError(
+            _scrub(f"GET {url} answered no JSON ({exc}): {response.body[:200]!r}", url), f"no JSON ({exc})"
+        ) from None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_finegrained.planning.units import format_bytes
-from airflow_provider_finegrained.runtime.spark_status import _get_json
+from airflow_provider_finegrained.runtime.spark_status import get_status_json
 
 DEFAULT_INTERVAL_S = 5.0
 DEFAULT_POLL_S = 1.0
@@ -207,7 +207,7 @@ def progress_lines(
     base = f"{ui}/api/v1/applications/{sc.applicationId}"
 
     def poll() -> list[StageSnapshot]:
-        snapshots = group_snapshots(lambda path: _get_json(base + path), job_group)
+        snapshots = group_snapshots(lambda path: get_status_json(base + path), job_group)
         reporter.update(snapshots)
         return snapshots
 

@@ -8,15 +8,17 @@ kept in the stage's status and trace.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# Only requests and secrets.py: this module runs inside the Spark driver.
+from airflow_provider_finegrained.launchers.http import get_json
+
 _DONE = frozenset({"COMPLETE", "SKIPPED", "FAILED"})
+STATUS_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -101,18 +103,18 @@ def collect(spark: Any, group: str, timeout_s: float = 10.0) -> StageTaskReport 
     stage_ids = sorted(
         {s for job in tracker.getJobIdsForGroup(group) if (info := tracker.getJobInfo(job)) for s in info.stageIds}
     )
-    return _report(lambda path: _get_json(base + path), stage_ids, timeout_s)
+    return _report(lambda path: get_status_json(base + path), stage_ids, timeout_s)
 
 
 def collect_session(ui_url: str, application_id: str, session_id: str, timeout_s: float = 10.0) -> StageTaskReport:
     """Spark's report of the jobs a Spark Connect session ran (the server tags them with its id)."""
     base = f"{ui_url.rstrip('/')}/api/v1/applications/{application_id}"
     marker = f"_Session_{session_id}_"
-    jobs = _get_json(base + "/jobs")
+    jobs = get_status_json(base + "/jobs")
     stage_ids = sorted(
         {s for job in jobs if any(marker in tag for tag in job.get("jobTags") or []) for s in job.get("stageIds", [])}
     )
-    return _report(lambda path: _get_json(base + path), stage_ids, timeout_s)
+    return _report(lambda path: get_status_json(base + path), stage_ids, timeout_s)
 
 
 def _report(get: Callable[[str], Any], stage_ids: list[int], timeout_s: float) -> StageTaskReport:
@@ -140,7 +142,9 @@ def _worker_of(info: Mapping[str, Any]) -> str:
     return str(info.get("hostPort", "")).rsplit(":", 1)[0]
 
 
-def _get_json(url: str) -> Any:
+def get_status_json(url: str) -> Any:
+    """GET one document of a driver's status API (``.../api/v1/...``) through the provider's HTTP client."""
     # Generous: a driver's REST API answers in milliseconds, but on a saturated machine it took over 10 s.
-    with urllib.request.urlopen(url, timeout=60) as response:
-        return json.loads(response.read().decode("utf-8"))
+    # One try: a retry after such a timeout would hold the stage's end for minutes, and the report and
+    # the progress lines are best-effort (their callers log a failure and go on).
+    return get_json(url, STATUS_TIMEOUT_S, retries=0)

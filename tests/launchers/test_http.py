@@ -165,3 +165,24 @@ def test_errors_hide_secret_query_parameters(server: tuple[str, Script]) -> None
         get_json(f"{url}/missing?delegation_token=s3cret", retries=0)
     assert "s3cret" not in str(caught.value)
     assert f"GET {url}/missing?delegation_token=*** answered HTTP 404" in str(caught.value)
+
+
+def test_the_reason_is_the_short_cause_without_the_request(server: tuple[str, Script]) -> None:
+    url, script = server
+    port = _closed_port()
+    with pytest.raises(HttpRequestError) as refused:
+        get_json(f"http://admin:s3cret@127.0.0.1:{port}/json/", timeout_s=1, retries=0)
+    assert refused.value.reason == "[Errno 111] Connection refused"
+    script.delay_s = 1.0
+    with pytest.raises(HttpRequestError) as slow:
+        get_json(f"{url}/slow", timeout_s=0.2, retries=0)
+    assert slow.value.reason == "timed out"
+    script.delay_s = 0.0
+    with pytest.raises(HttpRequestError) as missing:
+        get_json(f"{url}/missing?token=s3cret", retries=0)
+    assert missing.value.reason == "HTTP 404"
+    script.answers["/html"] = [(200, b"<html>")]
+    with pytest.raises(HttpRequestError) as html:
+        get_json(f"{url}/html")
+    assert html.value.reason.startswith("no JSON (Expecting value")
+    assert HttpRequestError("YARN refused the kill").reason == "YARN refused the kill"
