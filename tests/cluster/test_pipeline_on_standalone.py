@@ -372,10 +372,15 @@ def test_killing_the_task_removes_the_application_from_the_cluster(
 
 
 def test_cluster_deploy_mode_runs_the_region_driver_on_a_worker(
-    standalone_cluster: StandaloneCluster, airflow_db: None, monkeypatch: pytest.MonkeyPatch
+    standalone_cluster: StandaloneCluster, airflow_db: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     cluster = standalone_cluster
-    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", connection(cluster, deploy_mode="cluster"))
+    # The storage root as a file:// URI: what a driver on a worker reads its job from and commits to.
+    root = tmp_path / "uri-root"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT",
+        connection(cluster, deploy_mode="cluster", storage_root=f"file://{root}"),
+    )
     install_dag_file(REPO / "dags_examples" / "hello_stages.py")
     from tests.conftest import DAGS_FOLDER
 
@@ -383,7 +388,9 @@ def test_cluster_deploy_mode_runs_the_region_driver_on_a_worker(
     run = load_dag(DAGS_FOLDER / "hello_stages.py", "hello_stages").test()
     assert run.state == "success"
     results = stage_results("hello_stages", run.run_id)[1]
-    assert pq.read_table(results["squares"]["output"]["path"]).num_rows == 10_000
+    output = results["squares"]["output"]
+    assert output["path"].startswith(str(root)) and output["data_path"].startswith(output["path"] + "/attempt-")
+    assert pq.read_table(output["data_path"]).num_rows == 10_000
     assert all(r["trace"]["application_id"].startswith("app-") for r in results.values())
     drivers = [d for d in cluster.status()["completeddrivers"] if d["id"] not in before]
     assert len(drivers) == 2 and {d["state"] for d in drivers} == {"FINISHED"}  # one driver per region
