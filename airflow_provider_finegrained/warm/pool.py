@@ -16,7 +16,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import wait_gone
+from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, wait_gone
 from airflow_provider_finegrained.warm.health import check_health
 from airflow_provider_finegrained.warm.server import (
     PoolShape,
@@ -112,18 +112,10 @@ def _kill_all(folder: str, grace_s: float = 30.0) -> bool:
             supervisor.terminate()
         wait_gone([supervisor], grace_s)
         _reap()
-    leftovers = pool_processes(folder)
-    for proc in leftovers:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    alive = wait_gone(leftovers, 10.0)
-    for proc in alive + pool_processes(folder):
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    survivors = wait_gone(pool_processes(folder), 5.0)
-    _reap()
-    if survivors:
-        raise WarmPoolStopError(f"processes {[p.pid for p in survivors]} of the warm pool in {folder} survived SIGKILL")
+    try:
+        terminate_processes(lambda: pool_processes(folder), 10.0, f"warm pool in {folder}", before_check=_reap)
+    except ProcessTreeSurvivedError as exc:
+        raise WarmPoolStopError(str(exc)) from exc
     remove_state(folder)
     return bool(found)
 

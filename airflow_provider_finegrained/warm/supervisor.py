@@ -26,7 +26,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
-from airflow_provider_finegrained.spark.process import wait_gone
+from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import (
     SERVER_LOG,
@@ -192,16 +192,16 @@ class Supervisor:
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(server.pid)
             procs = [root, *root.children(recursive=True)]
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        alive = wait_gone(procs, STOP_GRACE_S)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        wait_gone(alive, 5.0)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(timeout=5.0)
+
+        def reap() -> None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=5.0)
+
+        try:
+            # The tree as found before the first signal: once the server is reaped its pid is not ours.
+            terminate_processes(lambda: procs, STOP_GRACE_S, "warm pool's server", before_check=reap)
+        except ProcessTreeSurvivedError as exc:  # the pool's stop finds them again by their command line
+            print(f"warm pool: {exc}", flush=True)
         self.server = None
 
 
