@@ -18,7 +18,7 @@ from typing import Final, NoReturn, cast
 from urllib.parse import urlsplit
 
 from airflow_provider_finegrained.planning import format_bytes, parse_bytes
-from airflow_provider_finegrained.secrets import REDACTED, SECRET_KEY_PATTERN, is_secret_key, redact_url
+from airflow_provider_finegrained.secrets import REDACTED, SECRET_KEY_PATTERN, is_secret_key, redact_mapping, redact_url
 
 Coercer = Callable[[str, object], object]
 """``(where, raw) -> typed value``; raises :class:`ConnectionSettingsError`."""
@@ -91,7 +91,7 @@ class FrozenConf(Mapping[str, str]):
 
     def __repr__(self) -> str:
         # Log maskers redact strings, dicts and lists but format other objects untouched: hide secrets here.
-        return repr({k: REDACTED if is_secret_key(k) else v for k, v in self._data.items()})
+        return repr(redact_mapping(self._data))
 
     def __reduce__(self) -> tuple[type[FrozenConf], tuple[dict[str, str]]]:
         return (FrozenConf, (self._data,))

@@ -457,10 +457,10 @@ def _k8s_api(master: str) -> tuple[str, int]:
 
 def _split_credentials(url: str) -> tuple[str, str | None]:
     """The URL without user info, and that user info as a basic-auth token."""
-    parts = urllib.parse.urlsplit(url.rstrip("/"))
-    host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-    public = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    from airflow_provider_finegrained.launchers.links import public_url
+
+    parts = urllib.parse.urlsplit(url)
+    public = public_url(url) or url
     if parts.username is None:
         return public, None
     user = urllib.parse.unquote(parts.username)
