@@ -70,11 +70,14 @@ class RecordingServer:
     def __init__(self) -> None:
         self.routes: dict[str, tuple[int, bytes]] = {}
         self.requests: list[tuple[str, str, str | None]] = []
+        self.headers: list[dict[str, str]] = []
+        """Every request's headers, in the order of `requests`."""
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 owner.requests.append(("GET", self.path, self.headers.get("Accept")))
+                owner.headers.append(dict(self.headers))
                 status, body = owner.routes.get(self.path, (404, b'{"error": "not found"}'))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

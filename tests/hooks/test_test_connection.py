@@ -243,32 +243,16 @@ def test_history_server(monkeypatch: pytest.MonkeyPatch, server: RecordingServer
     )
 
 
-def test_history_server_gets_the_credentials_as_basic_auth(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[str | None] = []
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Authorization"))
-            body = b'[{"id": "app-1"}]'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        url = f"http://viewer:pa55word@127.0.0.1:{httpd.server_address[1]}"
-        ok, message = test_connection(monkeypatch, "local[1]", history_server_url=url)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def test_history_server_gets_the_credentials_as_basic_auth(
+    monkeypatch: pytest.MonkeyPatch, server: RecordingServer
+) -> None:
+    server.serve("/api/v1/applications?limit=1", [{"id": "app-1"}])
+    url = server.url.replace("http://", "http://viewer:pa55word@")
+    ok, message = test_connection(monkeypatch, "local[1]", history_server_url=url)
     assert ok and "(applications listed)" in message and "pa55word" not in message
-    assert seen == ["Basic " + base64.b64encode(b"viewer:pa55word").decode()]
+    assert [h.get("Authorization") for h in server.headers] == [
+        "Basic " + base64.b64encode(b"viewer:pa55word").decode()
+    ]
 
 
 def test_warm_pool_and_kubernetes_are_a_tcp_connect(monkeypatch: pytest.MonkeyPatch, listening_port: int) -> None:
