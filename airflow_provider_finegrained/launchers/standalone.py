@@ -7,12 +7,21 @@ stopping it needs the master's kill request, since killing spark-submit leaves t
 
 from __future__ import annotations
 
-from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle
+import dataclasses
+import os
+
+from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec
 from airflow_provider_finegrained.launchers.links import quote
 from airflow_provider_finegrained.launchers.master import MasterKind
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
 from airflow_provider_finegrained.spark import standalone_driver
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
+from airflow_provider_finegrained.spark.submit import SubmitRequest, python_runner_jar, standalone_driver_path
+from airflow_provider_finegrained.storage import filesystem
+from airflow_provider_finegrained.storage.locations import is_local, join, parent
+
+PROGRAM_FOLDER = "program"
+"""Inside a region's folder on the storage root: the files a cluster-mode driver starts from."""
 
 DRIVER_LOG_BYTES = 64 * 1024
 
@@ -25,6 +34,25 @@ class StandaloneLauncher(SparkSubmitLauncher):
     capacity_kind: CapacityKind = "standalone"
     # A standalone master books only spark.executor.memory (and off-heap) against a worker's memory.
     count_overhead = False
+
+    def request(self, spec: LaunchSpec) -> SubmitRequest:
+        """In cluster mode the driver runs on a worker, which must not read the Airflow worker's disk: the
+        programs it starts from travel with the region job on the storage root (PythonRunner takes local
+        files only, so this needs a root every worker mounts; any other root keeps this installation's paths,
+        which the workers' installation must then match)."""
+        request = super().request(spec)
+        if self.settings.deploy_mode != "cluster" or not is_local(self.settings.storage_root):
+            return request
+        folder = join(parent(spec.job_path), PROGRAM_FOLDER)
+        shipped = {
+            source: join(folder, os.path.basename(source))
+            for source in (request.application, standalone_driver_path(), python_runner_jar(self.settings.spark_home))
+        }
+        for source, target in shipped.items():
+            with open(source, "rb") as handle:
+                filesystem.write_bytes(target, handle.read())
+        application, wrapper, jar = shipped.values()
+        return dataclasses.replace(request, application=application, driver_wrapper=wrapper, primary_jar=jar)
 
     def _json_url(self) -> str | None:
         urls = self.settings.webui_json_urls()

@@ -38,6 +38,11 @@ class SubmitRequest:
     py_files: Sequence[str] = ()
     driver_memory: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    primary_jar: str | None = None
+    """Standalone cluster mode: the JVM primary resource (default: this installation's spark-tags jar)."""
+    driver_wrapper: str | None = None
+    """Standalone cluster mode: the program PythonRunner starts (default: this installation's
+    ``spark/standalone_driver.py``)."""
 
     def __post_init__(self) -> None:
         # Copy the inputs so later changes to the caller's objects do not reach the request; plain
@@ -183,7 +188,11 @@ def _standalone_python_cluster_command(request: SubmitRequest, spark_home: str |
         command += ["--conf", f"{key}={conf[key]}"]
     if request.driver_memory:
         command += ["--driver-memory", request.driver_memory]
-    command += [python_runner_jar(spark_home), standalone_driver_path(), ",".join(request.py_files)]
+    command += [
+        request.primary_jar or python_runner_jar(spark_home),
+        request.driver_wrapper or standalone_driver_path(),
+        ",".join(request.py_files),
+    ]
     command += ["run", request.application, *request.application_args]
     return command
 

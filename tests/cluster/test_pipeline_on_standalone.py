@@ -372,7 +372,11 @@ def test_killing_the_task_removes_the_application_from_the_cluster(
 
 
 def test_cluster_deploy_mode_runs_the_region_driver_on_a_worker(
-    standalone_cluster: StandaloneCluster, airflow_db: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    standalone_cluster: StandaloneCluster,
+    airflow_db: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     cluster = standalone_cluster
     # The storage root as a file:// URI: what a driver on a worker reads its job from and commits to.
@@ -394,6 +398,16 @@ def test_cluster_deploy_mode_runs_the_region_driver_on_a_worker(
     assert all(r["trace"]["application_id"].startswith("app-") for r in results.values())
     drivers = [d for d in cluster.status()["completeddrivers"] if d["id"] not in before]
     assert len(drivers) == 2 and {d["state"] for d in drivers} == {"FINISHED"}  # one driver per region
+    # What the worker's driver starts from and reads came through the storage root, not from the
+    # Airflow worker's installation: the primary jar, PythonRunner's program, the region driver, its job.
+    submits = [line for line in capfd.readouterr().out.splitlines() if "Submitting region" in line]
+    assert len(submits) == 2
+    for line in submits:
+        words = line.split()
+        jar = max(i for i, word in enumerate(words) if word.endswith(".jar"))
+        run = words.index("run", jar)
+        shipped = [words[jar], words[jar + 1], words[run + 1], words[run + 2]]
+        assert all(word.startswith(f"{root}/hello_stages/") for word in shipped), shipped
 
 
 def test_a_region_runs_smaller_when_only_part_of_its_request_is_free(

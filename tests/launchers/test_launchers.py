@@ -8,6 +8,7 @@ YARN and Kubernetes cannot run here; their spark-submit is a script that prints 
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 import threading
@@ -123,11 +124,18 @@ def test_local_command_and_environment(fake_home: str) -> None:
     assert env["PYTHONUNBUFFERED"] == "1" and env["SPARK_LOCAL_IP"]
 
 
-def test_standalone_cluster_mode_runs_the_python_driver_through_python_runner(fake_home: str) -> None:
+def test_standalone_cluster_mode_runs_the_python_driver_through_python_runner(fake_home: str, tmp_path: Path) -> None:
     launcher = submit_launcher(
-        settings("spark://10.0.0.5:7077", total_cores=4, deploy_mode="cluster", spark_home=fake_home)
+        settings(
+            "spark://10.0.0.5:7077",
+            total_cores=4,
+            deploy_mode="cluster",
+            spark_home=fake_home,
+            storage_root=str(tmp_path),
+        )
     )
-    spec = LaunchSpec("r1", "dag.r1", "/shared/job.json", conf={"spark.executor.cores": "2"})
+    job = f"{tmp_path}/d/r/_regions/r1/try=1/job.json"
+    spec = LaunchSpec("r1", "dag.r1", job, conf={"spark.executor.cores": "2"})
     command = launcher.command(spec)
     assert command[:5] == [sys.executable, "-m", "airflow_provider_finegrained.spark.standalone_driver", "submit", "--"]
     assert command[5:12] == [
@@ -139,16 +147,37 @@ def test_standalone_cluster_mode_runs_the_python_driver_through_python_runner(fa
         "--name",
         "dag.r1",
     ]
+    # The driver runs on a worker: what it starts from travels with its job on the storage root.
+    program = f"{tmp_path}/d/r/_regions/r1/try=1/program"
+    sources = [python_runner_jar(fake_home), standalone_driver_path(), driver_program()]
+    shipped = [f"{program}/{os.path.basename(source)}" for source in sources]
+    assert command[-6:] == [shipped[0], shipped[1], "", "run", shipped[2], job]
+    for source, copy in zip(sources, shipped, strict=True):
+        assert Path(copy).read_bytes() == Path(source).read_bytes()
+    assert "spark.executor.cores=2" in command
+    assert launcher.cluster_app_url("app-1") == "http://10.0.0.5:8080/app/?appId=app-1"
+
+
+def test_standalone_cluster_mode_on_a_root_workers_cannot_mount_keeps_the_installations_paths(fake_home: str) -> None:
+    # PythonRunner starts local files only: with an object-store root the workers' installation must match.
+    launcher = submit_launcher(
+        settings(
+            "spark://10.0.0.5:7077",
+            total_cores=4,
+            deploy_mode="cluster",
+            spark_home=fake_home,
+            storage_root="s3://lake/fg",
+        )
+    )
+    command = launcher.command(LaunchSpec("r1", "dag.r1", "s3://lake/fg/d/r/_regions/r1/try=1/job.json"))
     assert command[-6:] == [
         python_runner_jar(fake_home),
         standalone_driver_path(),
         "",
         "run",
         driver_program(),
-        "/shared/job.json",
+        "s3://lake/fg/d/r/_regions/r1/try=1/job.json",
     ]
-    assert "spark.executor.cores=2" in command
-    assert launcher.cluster_app_url("app-1") == "http://10.0.0.5:8080/app/?appId=app-1"
 
 
 def test_yarn_client_and_cluster_commands(fake_home: str) -> None:
