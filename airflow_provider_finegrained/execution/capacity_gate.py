@@ -38,6 +38,7 @@ from airflow_provider_finegrained.planning.capacity import (
     check_resource_stability,
     decide_capacity,
 )
+from airflow_provider_finegrained.storage.locations import plain_name
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -110,7 +111,7 @@ def capacity_source(settings: ConnectionSettings) -> CapacitySource:
     ledger = None
     if settings.storage_is_local:
         root = settings.storage_root.removeprefix("file://")
-        ledger = os.path.join(root, LEDGER_FOLDER, _safe(settings.master))
+        ledger = os.path.join(root, LEDGER_FOLDER, plain_name(settings.master))
     kind = submit_launcher(settings).capacity_kind
     if kind == "standalone":
         return CapacitySource("standalone", tuple(settings.webui_json_urls()), ledger_folder=ledger)
@@ -268,7 +269,3 @@ def minimum_resources_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dict
         "spark.dynamicAllocation.maxExecutors": str(ceiling),
         "spark.cores.max": str(ceiling * sizing.executor_cores),
     }
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

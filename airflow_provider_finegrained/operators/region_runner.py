@@ -52,7 +52,7 @@ from airflow_provider_finegrained.planning import DagPlan, Distribution, Paralle
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
-from airflow_provider_finegrained.secrets import is_secret_key
+from airflow_provider_finegrained.secrets import redact_mapping
 from airflow_provider_finegrained.spark.submit import spark_home
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
@@ -324,10 +324,7 @@ class RegionRunner:
         )
         # A warm region runs with the pool's application settings; only its session settings are its own.
         app_conf = {} if launcher.capacity_kind == "none" else self.application_conf(launcher, decision)
-        spark_conf = {
-            stage.name: {k: "***" if is_secret_key(k) else v for k, v in {**app_conf, **stage.session_conf}.items()}
-            for stage in job.stages
-        }
+        spark_conf = {stage.name: redact_mapping({**app_conf, **stage.session_conf}) for stage in job.stages}
         spec = LaunchSpec(
             region=self.region,
             app_name=self.app_name,

@@ -175,6 +175,11 @@ def sanitize_component(value: str, what: str = "path component") -> str:
     return safe
 
 
+def plain_name(text: str) -> str:
+    """``text`` (a master URL, say) as one folder name of a local machine's state: other characters become ``_``."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
 def _store(location: str) -> tuple[str, str, str]:
     """(scheme with s3a/s3n as s3, authority, path) of a normalised URL."""
     parts = urlsplit(location)

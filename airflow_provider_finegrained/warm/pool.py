@@ -17,6 +17,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.spark.java import check_java
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, wait_gone
+from airflow_provider_finegrained.storage.locations import plain_name
 from airflow_provider_finegrained.warm.health import check_health
 from airflow_provider_finegrained.warm.server import (
     PoolShape,
@@ -58,10 +59,6 @@ class WarmPoolStopError(RuntimeError):
     """Processes of the pool survived SIGKILL."""
 
 
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
-
-
 def auto_folder(settings: Any) -> str:
     """``<storage_root>/_warm/<master>``: every task on this machine finds the same pool there.
 
@@ -71,7 +68,7 @@ def auto_folder(settings: Any) -> str:
         root = settings.storage_root.removeprefix("file://")
     else:
         root = os.path.join(tempfile.gettempdir(), f"finegrained-{os.getuid()}")
-    return os.path.abspath(os.path.join(root, WARM_FOLDER, _safe(settings.master)))
+    return os.path.abspath(os.path.join(root, WARM_FOLDER, plain_name(settings.master)))
 
 
 def _reap() -> None:
