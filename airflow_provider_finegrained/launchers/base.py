@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from airflow_provider_finegrained.launchers.links import SparkUITargets
 from airflow_provider_finegrained.launchers.master import MasterKind
+from airflow_provider_finegrained.spark.process import SubmitResult
 
 CapacityKind = Literal["standalone", "yarn", "declared", "local", "none"]
 """Where free capacity is read: a standalone master's ``/json/``, a YARN ResourceManager, the connection's
@@ -65,15 +66,12 @@ class LaunchStatus:
 
 
 @dataclass(frozen=True)
-class LaunchResult:
-    """How an application ended; a non-zero returncode is for the caller to judge."""
+class LaunchResult(SubmitResult):
+    """How an application ended: a spark-submit run's fields (a warm run fills those it has) and more.
 
-    returncode: int
-    application_id: str | None
-    duration_s: float
-    tail: tuple[str, ...] = ()
-    driver_id: str | None = None
-    killed: bool = False
+    A non-zero returncode is for the caller to judge.
+    """
+
     diagnostics: tuple[str, ...] = ()
     """Where to look on failure: the driver's log lines, a cluster manager's log link."""
     sessions: Mapping[str, str] = field(default_factory=dict)

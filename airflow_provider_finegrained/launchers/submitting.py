@@ -152,15 +152,7 @@ class SparkSubmitLauncher:
             except Exception as exc:  # a diagnostic that cannot be had must not hide the failure itself
                 log = f"the driver's log could not be read: {exc}"
             diagnostics = tuple(log.splitlines()) if log else ()
-        return LaunchResult(
-            returncode=result.returncode,
-            application_id=result.application_id,
-            duration_s=result.duration_s,
-            tail=result.tail,
-            driver_id=result.driver_id,
-            killed=result.killed,
-            diagnostics=diagnostics,
-        )
+        return LaunchResult(**vars(result), diagnostics=diagnostics)
 
     def status(self, handle: LaunchHandle) -> LaunchStatus:
         process = self._process
