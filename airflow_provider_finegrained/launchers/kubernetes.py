@@ -94,6 +94,13 @@ def k8s_submission_id(namespace: str, driver_pod: str) -> str:
     return f"{namespace}:{driver_pod}"
 
 
+def _check_driver_pod_name(namespace: str, driver_pod: str) -> None:
+    """One driver pod's name in a valid namespace (not a ``*`` prefix pattern, which only status/kill take)."""
+    k8s_submission_id(namespace, driver_pod)
+    if driver_pod.endswith("*"):
+        raise ValueError(f"driver_pod: {driver_pod!r} must be a pod name here, not a pattern")
+
+
 def _k8s_operation(
     operation: str, master: str, namespace: str, driver_pod: str, spark_home: str | None, conf: Mapping[str, str]
 ) -> list[str]:
@@ -173,9 +180,7 @@ def k8s_cluster_submit_request(
     """
     _check_k8s_master(master)
     _check_namespace(namespace)
-    k8s_submission_id(namespace, driver_pod)
-    if driver_pod.endswith("*"):
-        raise ValueError(f"driver_pod: {driver_pod!r} must be a pod name here, not a pattern")
+    _check_driver_pod_name(namespace, driver_pod)
     if not image:
         raise ValueError("image: spark.kubernetes.container.image is required for Kubernetes")
     if not service_account:
@@ -219,9 +224,7 @@ def k8s_driver_log_request(
     api_url: str, namespace: str, driver_pod: str, tail_lines: int, token: str | None
 ) -> HttpRequest:
     """``GET {api}/api/v1/namespaces/{ns}/pods/{pod}/log?tailLines=N`` (plain text), with a bearer token if given."""
-    k8s_submission_id(namespace, driver_pod)
-    if driver_pod.endswith("*"):
-        raise ValueError(f"driver_pod: {driver_pod!r} must be a pod name here, not a pattern")
+    _check_driver_pod_name(namespace, driver_pod)
     query = urllib.parse.urlencode({"tailLines": tail_lines})
     url = f"{api_url.rstrip('/')}/api/v1/namespaces/{namespace}/pods/{driver_pod}/log?{query}"
     headers = {"Accept": "text/plain"}
