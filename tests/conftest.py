@@ -104,3 +104,43 @@ def warm_pool_folder(_embedded_warm_pool: str) -> Iterator[str]:
     """Warm mode for the embedded default in this module; its pool starts with the first warm region."""
     with warm_embedded_default():
         yield _embedded_warm_pool
+
+
+# -- a real S3 API on loopback ------------------------------------------------------------------------
+
+S3_BUCKET = "finegrained-tests"
+S3_SECRET = "moto-secret-key-not-for-logs"
+
+
+def s3_options(endpoint: str) -> dict[str, Any]:
+    """s3fs options for the session's moto server: static keys, its endpoint, a region."""
+    return {
+        "key": "moto-access-key",
+        "secret": S3_SECRET,
+        "endpoint_url": endpoint,
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """The URL of a moto S3 server on 127.0.0.1 (a free port) with the bucket ``S3_BUCKET``, for the session.
+
+    One server for every module: moto keeps its buckets in the process, so servers started side by side
+    would share them anyway.
+    """
+    import logging
+
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    try:
+        s3fs.S3FileSystem(**s3_options(endpoint)).makedirs(S3_BUCKET, exist_ok=True)
+        yield endpoint
+    finally:
+        server.stop()

@@ -16,10 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import S3_BUCKET, S3_SECRET, s3_options
 from tests.e2e.conftest import load_dag, write_dag_file
-from tests.storage.conftest import S3_BUCKET, S3_SECRET, moto_endpoint, s3_options
-
-__all__ = ["moto_endpoint"]  # the session's S3 server, a fixture of this module too
 
 pytestmark = pytest.mark.slow
 

@@ -1,12 +1,11 @@
 """Storage roots the storage tests run on: a local folder, fsspec's memory filesystem, and a real S3 API.
 
-The S3 API is moto in server mode on 127.0.0.1 (a free port), started once per session and reached
-through s3fs over HTTP, as any S3-compatible store would be.
+The S3 API is moto in server mode on 127.0.0.1 (tests/conftest.py's ``moto_endpoint``, one per
+session), reached through s3fs over HTTP, as any S3-compatible store would be.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,9 +15,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.storage.filesystem import remove
+from tests.conftest import S3_BUCKET, S3_SECRET, s3_options
 
-S3_BUCKET = "finegrained-tests"
-S3_SECRET = "moto-secret-key-not-for-logs"
+__all__ = ["S3_BUCKET", "S3_SECRET", "Store", "s3_options"]
 
 
 @dataclass(frozen=True)
@@ -28,35 +27,6 @@ class Store:
     kind: str
     root: str
     options: dict[str, Any] = field(default_factory=dict)
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """The URL of a moto S3 server on loopback, with one bucket, for the whole session."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    try:
-        import s3fs
-
-        s3fs.S3FileSystem(**s3_options(endpoint)).mkdir(S3_BUCKET)
-        yield endpoint
-    finally:
-        server.stop()
-
-
-def s3_options(endpoint: str) -> dict[str, Any]:
-    """s3fs options for the moto server: static keys, its endpoint, a region."""
-    return {
-        "key": "moto-access-key",
-        "secret": S3_SECRET,
-        "endpoint_url": endpoint,
-        "client_kwargs": {"region_name": "eu-west-1"},
-    }
 
 
 @pytest.fixture(params=["local", "memory", "s3"])
