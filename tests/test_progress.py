@@ -149,6 +149,7 @@ def classic_spark() -> Iterator[Any]:
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("progress-lines-test")
+        .config("spark.ui.enabled", "true")  # explicit: an earlier session may have left it off in this JVM
         .config("spark.ui.port", "0")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.adaptive.enabled", "false")

@@ -106,7 +106,8 @@ def spark() -> Iterator[Any]:
     session = (
         SparkSession.builder.master("local[2]")
         .appName("output-protocol-test")
-        .config("spark.ui.enabled", "false")
+        # No spark.ui.enabled=false: the first session's settings become the JVM's system properties, which
+        # every later session of this test process inherits (test_progress needs its UI).
         .config("spark.sql.shuffle.partitions", "2")
         # What a connection's storage credentials become (storage.hadoop_conf): read back by the driver side.
         .config("spark.hadoop.fs.s3a.access.key", "AKIA-TEST")
