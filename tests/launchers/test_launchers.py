@@ -47,25 +47,30 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
     return ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
 
 
-@pytest.fixture
-def fake_home(tmp_path: Path) -> str:
-    """A Spark home whose spark-submit prints its arguments, a YARN application id line, then sleeps."""
+def spark_home_with_submit(tmp_path: Path, script_body: str) -> str:
+    """A Spark home (a spark-tags jar, a ``bin/spark-submit`` shell script of ``script_body``) under ``tmp_path``."""
     home = tmp_path / "spark"
     (home / "bin").mkdir(parents=True)
     (home / "jars").mkdir()
     (home / "jars" / "spark-tags_2.13-4.3.0.jar").write_text("")
     script = home / "bin" / "spark-submit"
-    script.write_text(
-        "#!/bin/sh\n"
+    script.write_text("#!/bin/sh\n" + script_body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(home)
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path) -> str:
+    """A Spark home whose spark-submit prints its arguments, a YARN application id line, then sleeps."""
+    return spark_home_with_submit(
+        tmp_path,
         f'echo "$*" >> {tmp_path}/calls\n'
         'case "$*" in *--status*) printf "Application status (driver):\\n\\t pod name: $FAKE_POD\\n'
         '\\t namespace: etl\\n\\t phase: Running\\n"; exit 0;; *--kill*) exit 0;; esac\n'
         f'echo "INFO Client: Submitted application {APP_ID}"\n'
         'if [ -n "$FAKE_EXIT" ]; then exit "$FAKE_EXIT"; fi\n'
-        "exec sleep 60\n"
+        "exec sleep 60\n",
     )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(home)
 
 
 # -- which launcher ------------------------------------------------------------------------------------
@@ -547,24 +552,18 @@ def test_standalone_cluster_failure_brings_the_driver_stderr(
     tmp_path: Path, standalone_master: tuple[str, list[str]]
 ) -> None:
     base, seen = standalone_master
-    home = tmp_path / "spark"
-    (home / "bin").mkdir(parents=True)
-    (home / "jars").mkdir()
-    (home / "jars" / "spark-tags_2.13-4.3.0.jar").write_text("")
-    script = home / "bin" / "spark-submit"
     # What Spark's legacy submission client prints, and its exit code 0 whatever the driver's end.
-    script.write_text(
-        "#!/bin/sh\n"
+    home = spark_home_with_submit(
+        tmp_path,
         f'echo "INFO ClientEndpoint: Driver successfully submitted as {DRIVER}"\n'
-        f'echo "INFO ClientEndpoint: State of driver {DRIVER} is FAILED, exiting"\n'
+        f'echo "INFO ClientEndpoint: State of driver {DRIVER} is FAILED, exiting"\n',
     )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
     launcher = submit_launcher(
         settings(
             "spark://127.0.0.1:7077",
             total_cores=4,
             deploy_mode="cluster",
-            spark_home=str(home),
+            spark_home=home,
             master_webui_url=base,
         )
     )
