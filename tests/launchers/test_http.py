@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from airflow_provider_finegrained.launchers.http import (
     redact_url,
     send,
 )
+from tests.loopback_http import serving
 
 
 class Script:
@@ -54,14 +54,8 @@ def server() -> Iterator[tuple[str, Script]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", script
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as url:
+        yield url, script
 
 
 def _closed_port() -> int:

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.launchers.yarn import YarnLauncher
 from airflow_provider_finegrained.spark.submit import python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.warm import WarmPool
+from tests.loopback_http import serving
 
 APP_ID = "application_1326821518301_0005"
 SPEC = LaunchSpec(region="r1", app_name="dag.r1 [run try 1]", job_path="/data/_regions/r1/try=1/job.json")
@@ -353,15 +354,8 @@ def resource_manager() -> Iterator[FakeRM]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    rm.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as rm.url:
         yield rm
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _submitted(
@@ -449,14 +443,8 @@ def k8s_api() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url.removeprefix("http://"), seen
 
 
 def test_kubernetes_status_kill_and_driver_log(
@@ -537,15 +525,9 @@ def standalone_master() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    base.append(f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield base[0], seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        base.append(url)
+        yield url, seen
 
 
 def test_standalone_cluster_failure_brings_the_driver_stderr(

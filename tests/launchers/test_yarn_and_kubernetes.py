@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from airflow_provider_finegrained.launchers.yarn import (
     yarn_status_request,
 )
 from airflow_provider_finegrained.spark.submit import build_spark_submit_command
+from tests.loopback_http import serving
 
 APP_ID = "application_1326821518301_0005"
 RM = "http://rm.example.com:8088"
@@ -208,17 +208,8 @@ def resource_manager() -> Iterator[FakeResourceManager]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    recorder.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as recorder.url:
         yield recorder
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        assert not thread.is_alive()
 
 
 def test_yarn_status_is_requested_over_http(resource_manager: FakeResourceManager) -> None:
