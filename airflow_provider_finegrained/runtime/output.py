@@ -13,8 +13,13 @@ Nothing is renamed, so the protocol holds on object stores. The marker is create
 (:func:`storage.filesystem.create_exclusive`: a conditional put on S3, a hard link locally), so of two
 attempts committing one location exactly one wins; the other gets OutputAlreadyExistsError. Readers
 read the marker and use exactly the files it lists (:attr:`CommittedOutput.uris`), never a folder
-listing that could include a straggler's files. The commit's single publishing step is
-:func:`_publish`: a fencing check (a try token) belongs there, right before the marker is created.
+listing that could include a straggler's files.
+
+Fencing (:mod:`runtime.fence`): a write may carry its try's :class:`Fence`. A newer try raises the
+stage's fence before it cleans up, and from then on the older try can neither start a write, nor
+publish, nor leave a marker a reader accepts: the commit checks the token before creating the marker
+and again after (removing its own marker if it lost), the marker records its token, and readers refuse
+a marker whose token is no longer the fence's current one. Clean-up removes such superseded tries.
 
 Names starting with ``_`` or ``.`` are not data (Spark's ``_SUCCESS``, Hadoop's ``.crc`` files). A
 plain folder read of ``try=<n>`` finds the data with pyarrow (which descends into folders) when only
@@ -27,6 +32,7 @@ Runs in the operator and inside the Spark driver; pyspark and pyarrow are import
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_finegrained.runtime.fence import Fence, rebased_fence
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import StorageOptions
 from airflow_provider_finegrained.storage.locations import (
@@ -59,6 +66,8 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "TMP_PREFIX",
     "CommittedOutput",
+    "Fence",
+    "FencedError",
     "OutputAlreadyExistsError",
     "OutputCorruptError",
     "OutputError",
@@ -106,6 +115,10 @@ class OutputCorruptError(OutputError):
     """A committed output's marker is unreadable or does not match the files in storage."""
 
 
+class FencedError(OutputError):
+    """A newer try of the stage revoked this try's token: it must not write or publish anything."""
+
+
 @dataclass(frozen=True)
 class CommittedOutput:
     """A committed stage output, as recorded in its `_COMMITTED` marker."""
@@ -118,6 +131,8 @@ class CommittedOutput:
     """Data files relative to ``path``, in part order."""
     attempt: str = ""
     """The attempt's folder (relative to ``path``) holding the files; empty for protocol 1 outputs."""
+    fence: Fence | None = None
+    """The fencing token the commit held; None for outputs written without one."""
 
     @property
     def total_bytes(self) -> int:
@@ -145,7 +160,7 @@ class CommittedOutput:
             "partition_bytes": list(self.partition_bytes),
             "files": list(self.files),
             "attempt": self.attempt,
-        }
+        } | ({"fence": self.fence.to_dict()} if self.fence else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommittedOutput:
@@ -158,6 +173,7 @@ class CommittedOutput:
                 rows=int(data["rows"]),
                 files=[str(name) for name in data["files"]],
                 attempt=str(data.get("attempt", "")),
+                fence=Fence.from_dict(data.get("fence")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed committed output record: {exc!r}") from exc
@@ -194,11 +210,31 @@ def _part_sort_key(relative: str) -> tuple[str, int, str]:
 # ---------------------------------------------------------------- writing
 
 
-def begin_output(location: str, *, storage_options: StorageOptions = None) -> str:
-    """Check that ``location`` is not committed yet and return a fresh staging prefix inside it (not created)."""
+def _check_fence(fence: Fence | None, location: str, step: str, storage_options: StorageOptions) -> None:
+    if fence is None:
+        return
+    newer = fence.superseded_by(storage_options)
+    if newer is not None:
+        raise FencedError(
+            f"try {fence.token} may not {step} {location}: try {newer} of the stage has superseded it "
+            f"(fence {fence.folder}); this try's work is discarded and try {newer}'s output is the one read"
+        )
+
+
+def begin_output(location: str, *, storage_options: StorageOptions = None, fence: Fence | None = None) -> str:
+    """Check that ``location`` is not committed yet and return a fresh staging prefix inside it (not created).
+
+    With ``fence``, FencedError if a newer try has revoked it: no work starts for a superseded try.
+    """
+    _check_fence(fence, location, "write", storage_options)
     marker = join(location, MARKER)
     if filesystem.exists(marker, storage_options):
-        raise OutputAlreadyExistsError(f"output {location} already exists; refusing to write it again")
+        try:
+            _read_marker(location, storage_options)
+        except OutputNotCommittedError:
+            pass  # a superseded try's marker: the commit replaces it
+        else:
+            raise OutputAlreadyExistsError(f"output {location} already exists; refusing to write it again")
     filesystem.make_folder(location, storage_options)
     return join(location, f"{ATTEMPT_PREFIX}{uuid.uuid4().hex}")
 
@@ -228,19 +264,50 @@ def count_rows(paths: list[str], fmt: str, *, storage_options: StorageOptions = 
 def _publish(location: str, output: CommittedOutput, storage_options: StorageOptions) -> None:
     """The commit's one publishing step: create the marker, exclusively, after every data file exists.
 
-    Issue 17's fencing (a try token checked before the marker is created) goes here.
+    Fenced: the token is checked right before the marker is created and again after; a try that lost
+    in between removes its own marker (readers would refuse it anyway: its token is no longer current).
+    A superseded try's marker at the same location (a fixed ``output_path``) is replaced.
     """
-    record = output.to_dict() | {"committed_at": datetime.now(UTC).isoformat()}
+    marker = join(location, MARKER)
+    body = json.dumps(output.to_dict() | {"committed_at": datetime.now(UTC).isoformat()}, indent=1).encode()
+    _check_fence(output.fence, location, "publish", storage_options)
     try:
-        filesystem.create_exclusive(
-            join(location, MARKER), json.dumps(record, indent=1).encode("utf-8"), storage_options
-        )
+        filesystem.create_exclusive(marker, body, storage_options)
     except FileExistsError as exc:
-        raise OutputAlreadyExistsError(f"output {location} was committed by another writer meanwhile") from exc
+        if not _superseded_marker(location, storage_options):
+            raise OutputAlreadyExistsError(f"output {location} was committed by another writer meanwhile") from exc
+        filesystem.remove(marker, storage_options)
+        try:
+            filesystem.create_exclusive(marker, body, storage_options)
+        except FileExistsError as again:
+            raise OutputAlreadyExistsError(f"output {location} was committed by another writer meanwhile") from again
+    try:
+        _check_fence(output.fence, location, "publish", storage_options)
+        read_committed(location, storage_options=storage_options)  # every listed file there, with its size
+    except OutputError:
+        with contextlib.suppress(OutputError, OSError):
+            if _read_marker(location, storage_options, check_fence=False).attempt == output.attempt:
+                filesystem.remove(marker, storage_options)
+        raise
+
+
+def _superseded_marker(location: str, storage_options: StorageOptions) -> bool:
+    try:
+        _read_marker(location, storage_options)
+    except OutputNotCommittedError:
+        return filesystem.exists(join(location, MARKER), storage_options)
+    except OutputCorruptError:
+        return False
+    return False
 
 
 def commit_output(
-    staging: str, location: str, fmt: str = "parquet", *, storage_options: StorageOptions = None
+    staging: str,
+    location: str,
+    fmt: str = "parquet",
+    *,
+    storage_options: StorageOptions = None,
+    fence: Fence | None = None,
 ) -> CommittedOutput:
     """Measure the files written to ``staging`` (from :func:`begin_output`) and commit them as ``location``."""
     _check_format(fmt)
@@ -261,20 +328,29 @@ def commit_output(
         rows=count_rows([join(staging, name) for name in files], fmt, storage_options=storage_options),
         files=[f"{attempt}/{name}" for name in files],
         attempt=attempt,
+        fence=fence,
     )
     _publish(location, output, storage_options)
     return output
 
 
 def write_with(
-    location: str, write: Callable[[str], None], fmt: str = "parquet", *, storage_options: StorageOptions = None
+    location: str,
+    write: Callable[[str], None],
+    fmt: str = "parquet",
+    *,
+    storage_options: StorageOptions = None,
+    fence: Fence | None = None,
 ) -> CommittedOutput:
-    """Run ``write(staging)``, then commit; the attempt's files are removed if anything fails."""
+    """Run ``write(staging)``, then commit; the attempt's files are removed if anything fails.
+
+    A try superseded meanwhile (``fence``) removes only its own attempt's files, never a newer try's.
+    """
     _check_format(fmt)
-    staging = begin_output(location, storage_options=storage_options)
+    staging = begin_output(location, storage_options=storage_options, fence=fence)
     try:
         write(staging)
-        return commit_output(staging, location, fmt, storage_options=storage_options)
+        return commit_output(staging, location, fmt, storage_options=storage_options, fence=fence)
     except BaseException:
         filesystem.remove(staging, storage_options)
         filesystem.remove_empty_folder(location, storage_options)
@@ -289,6 +365,7 @@ def write_and_commit(
     root: str | None = None,
     *,
     storage_options: StorageOptions = None,
+    fence: Fence | None = None,
 ) -> CommittedOutput:
     """Write a Spark DataFrame to ``location`` with the commit protocol; refuse a committed location.
 
@@ -301,13 +378,13 @@ def write_and_commit(
     def spark_write(staging: str) -> None:
         df.write.format(fmt).options(**dict(options or {})).mode("error").save(spark_uri(staging))
 
-    return write_with(location, spark_write, fmt, storage_options=storage_options)
+    return write_with(location, spark_write, fmt, storage_options=storage_options, fence=fence)
 
 
 # ---------------------------------------------------------------- reading and cleaning
 
 
-def _read_marker(location: str, storage_options: StorageOptions) -> CommittedOutput:
+def _read_marker(location: str, storage_options: StorageOptions, *, check_fence: bool = True) -> CommittedOutput:
     marker = join(location, MARKER)
     try:
         raw = filesystem.read_bytes(marker, storage_options)
@@ -330,7 +407,17 @@ def _read_marker(location: str, storage_options: StorageOptions) -> CommittedOut
     except ValueError as exc:
         raise OutputCorruptError(f"unreadable marker {marker}: {exc}") from exc
     # The location may have moved with its root since it was committed; where it is now is what counts.
-    return CommittedOutput(location, output.format, output.partition_bytes, output.rows, output.files, output.attempt)
+    fence = rebased_fence(output.fence, output.path, location) if output.fence else None
+    if check_fence and fence is not None:
+        newer = fence.superseded_by(storage_options)
+        if newer is not None:
+            raise OutputNotCommittedError(
+                f"no committed output at {location}: its marker was written by try {fence.token}, which try "
+                f"{newer} of the stage superseded (a late writer's marker is never read)"
+            )
+    return CommittedOutput(
+        location, output.format, output.partition_bytes, output.rows, output.files, output.attempt, fence
+    )
 
 
 def read_committed(location: str, verify: bool = True, *, storage_options: StorageOptions = None) -> CommittedOutput:
@@ -353,10 +440,10 @@ def read_committed(location: str, verify: bool = True, *, storage_options: Stora
 
 
 def _clean_try(folder: str, storage_options: StorageOptions) -> list[str]:
-    """The attempts in one ``try=<n>`` folder that its marker does not name; all of it without a marker."""
+    """The attempts in one ``try=<n>`` folder that its marker does not name; all of it without a valid marker."""
     try:
         committed = _read_marker(folder, storage_options)
-    except OutputNotCommittedError:
+    except OutputNotCommittedError:  # no marker, or a superseded try's
         return [folder] if filesystem.remove(folder, storage_options) else []
     except OutputCorruptError:
         return []  # not sure what is committed: keep everything for a person to look at
@@ -372,8 +459,10 @@ def _clean_try(folder: str, storage_options: StorageOptions) -> list[str]:
 def cleanup_uncommitted(stage_dir: str, *, storage_options: StorageOptions = None) -> list[str]:
     """Remove what failed, killed or late tries left in a stage folder; returns the removed locations.
 
-    Removed: ``try=<n>`` folders without a marker, attempts a marker does not name, and protocol 1
-    staging folders (``.tmp-*``). Call it only when no try of the stage is writing.
+    Removed: ``try=<n>`` folders without a marker or with a superseded try's marker, attempts a marker
+    does not name, and protocol 1 staging folders (``.tmp-*``). Call it after raising the stage's fence
+    (a revoked try may still be writing: it can no longer publish, and what it writes later is removed
+    by the next clean-up), or when no try of the stage is writing.
     """
     removed: list[str] = []
     for name, is_folder in filesystem.list_folder(stage_dir, storage_options):
