@@ -8,8 +8,10 @@ through the storage layer with the connection's storage options, so the root may
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_finegrained.runtime.fence import Fence
 from airflow_provider_finegrained.runtime.job import StageStatus, status_path, trace_path, write_json
 from airflow_provider_finegrained.runtime.output import (
     cleanup_uncommitted,
@@ -19,7 +21,8 @@ from airflow_provider_finegrained.runtime.output import (
     stage_folder,
 )
 from airflow_provider_finegrained.storage import filesystem
-from airflow_provider_finegrained.storage.locations import join, region_folder
+from airflow_provider_finegrained.storage.errors import StorageConfigError
+from airflow_provider_finegrained.storage.locations import join, redact, region_folder
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.contract import StageTrace
@@ -47,13 +50,40 @@ class RegionFolder:
         self.path = region_folder(root, dag_id, run_id, region, try_number)
 
     def reset(self, stages: list[str]) -> None:
-        """An empty folder for this try, and no uncommitted leftovers in the stages' output folders."""
-        # An earlier attempt with this try number may have been killed before it ended.
-        filesystem.reset_folder(self.path, self.storage_options)
-        for stage in stages:
-            cleanup_uncommitted(
-                stage_folder(self.root, self.dag_id, self.run_id, stage), storage_options=self.storage_options
-            )
+        """Take the stages over for this try: revoke older tries, then an empty folder and no leftovers.
+
+        Each stage's fence is raised to this try's number BEFORE anything is cleaned, so an older try
+        still running somewhere (an orphaned driver, a cluster-mode application) can no longer publish
+        into what is cleaned; what it writes after that is never read and is removed by the next try.
+        An unwritable root fails here, naming ``storage_root``, the location and the stages.
+        """
+        try:
+            for stage in stages:
+                self.fence(stage).raise_to_token(self.storage_options)
+            # An earlier attempt with this try number may have been killed before it ended.
+            filesystem.reset_folder(self.path, self.storage_options)
+            for stage in stages:
+                cleanup_uncommitted(
+                    stage_folder(self.root, self.dag_id, self.run_id, stage), storage_options=self.storage_options
+                )
+        except PermissionError as exc:
+            raise StorageConfigError(self._unwritable(stages, exc)) from exc
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST):
+                raise
+            raise StorageConfigError(self._unwritable(stages, exc)) from exc
+
+    def _unwritable(self, stages: list[str], exc: OSError) -> str:
+        where = f" ({redact(exc.filename)})" if isinstance(exc.filename, str) else ""
+        return (
+            f"storage_root {redact(self.root)!r} cannot be written for stage(s) {', '.join(map(repr, stages))}: "
+            f"{exc.strerror or exc}{where}; set the connection's storage_root (or [finegrained] storage_root) "
+            "to a location this worker and Spark can write"
+        )
+
+    def fence(self, stage: str) -> Fence:
+        """The fencing token this try holds for a stage's outputs."""
+        return Fence.for_stage(self.root, self.dag_id, self.run_id, stage, self.try_number)
 
     def write_callable(self, stage: str, data: bytes) -> str:
         """Store a stage's pickled callable for the driver; returns its location."""

@@ -10,6 +10,7 @@ import pytest
 from airflow_provider_finegrained.contract import StageTrace
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.runtime.job import StageStatus, status_path
+from airflow_provider_finegrained.storage.errors import StorageConfigError
 
 
 def test_reset_gives_an_empty_try_folder_and_traces_and_statuses_round_trip(tmp_path: Path) -> None:
@@ -64,3 +65,27 @@ def test_a_region_folder_on_an_object_store_url_uses_no_local_path() -> None:
         StageTrace.from_xcom(json.loads(memory.cat(folder.path.removeprefix("memory://") + "/trace-a.json"))) == trace
     )
     assert folder.output_location("a", None) == "memory://fg-root/dag/run-1/a/try=1"
+
+
+def test_reset_revokes_older_tries_of_every_stage_before_cleaning(tmp_path: Path) -> None:
+    older = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 1)
+    older.reset(["a", "b"])
+    assert older.fence("a").superseded_by() is None
+    RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 2).reset(["a", "b"])
+    assert older.fence("a").superseded_by() == 2 and older.fence("b").superseded_by() == 2
+    assert older.fence("a").token == 1
+
+
+@pytest.mark.parametrize("kind", ["read-only", "a file in the way"])
+def test_an_unwritable_storage_root_names_the_setting_the_location_and_the_stages(kind: str, tmp_path: Path) -> None:
+    # The tests run as root, so permissions cannot make a folder unwritable: sysfs refuses any mkdir.
+    root = "/sys/finegrained-root"
+    if kind == "a file in the way":
+        (tmp_path / "file").write_text("x")
+        root = str(tmp_path / "file" / "root")
+    folder = RegionFolder(root, "dag", "run-1", "region-1", 1)
+    with pytest.raises(StorageConfigError) as caught:
+        folder.reset(["extract", "load"])
+    message = str(caught.value)
+    assert f"storage_root {root!r} cannot be written for stage(s) 'extract', 'load'" in message
+    assert "set the connection's storage_root" in message
