@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from airflow_provider_finegrained.runtime import api
+from airflow_provider_finegrained.runtime.fence import Fence
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
 from airflow_provider_finegrained.runtime.output import read_committed, write_and_commit
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
@@ -124,6 +125,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
                     stage.output_format,
                     root=job.storage_root,
                     storage_options=storage_options(spark, stage.output_location),
+                    fence=Fence.for_stage(job.storage_root, job.dag_id, job.run_id, stage.name, job.try_number),
                 )
                 output = committed.to_dict()
                 log(f"committed {committed.rows} rows, {committed.total_bytes} bytes in {len(committed.files)} files")
@@ -233,6 +235,17 @@ def _check_dataframe(stage: str, value: Any) -> None:
     from pyspark.sql import DataFrame
 
     if not isinstance(value, DataFrame):
+        module, name = type(value).__module__, type(value).__name__
+        if name == "DataFrame" and module.startswith("pyspark.pandas"):
+            raise TypeError(
+                f"stage {stage!r} returned a pandas-on-Spark DataFrame, not a pyspark.sql.DataFrame; "
+                "return df.to_spark()"
+            )
+        if name == "DataFrame" and module.partition(".")[0] == "pandas":
+            raise TypeError(
+                f"stage {stage!r} returned a pandas DataFrame, not a pyspark.sql.DataFrame; return "
+                "spark.createDataFrame(pdf) (or build the result with Spark) so Spark writes and sizes it"
+            )
         raise TypeError(
             f"stage {stage!r} returned {type(value).__name__}, not a pyspark.sql.DataFrame; "
             "a stage function must return the DataFrame to publish"

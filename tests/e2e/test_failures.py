@@ -44,18 +44,24 @@ def test_stage_errors_name_the_stage_and_reach_the_log(airflow_db: None, capfd: 
         def returns_int(spark):
             return 42
 
+        def returns_pandas(spark):
+            return spark.range(3).toPandas()
+
         with DAG("bad_stages", schedule=None, start_date=START):
             Stage(task_id="raises", python_callable=raises)
             Stage(task_id="returns_int", python_callable=returns_int)
+            Stage(task_id="returns_pandas", python_callable=returns_pandas)
     """,
     )
     _, states = run_dag(path, "bad_stages")
-    assert states == {"raises": "failed", "returns_int": "failed"}
+    assert states == {"raises": "failed", "returns_int": "failed", "returns_pandas": "failed"}
     log = capfd.readouterr()
     text = log.out + log.err
     assert "region region-1 failed in stage 'raises': ValueError: the input looks wrong" in text
     assert 'raise ValueError("the input looks wrong")' in text  # the stage's own traceback
     assert "stage 'returns_int' returned int, not a pyspark.sql.DataFrame" in text
+    assert "stage 'returns_pandas' returned a pandas DataFrame, not a pyspark.sql.DataFrame" in text
+    assert "spark.createDataFrame(pdf)" in text
 
 
 def test_bad_inputs_fail_before_spark_with_the_fix(airflow_db: None, capfd: pytest.CaptureFixture[str]) -> None:
@@ -140,3 +146,25 @@ def test_task_timeout_ends_the_spark_application(airflow_db: None) -> None:
         p.info for p in psutil.process_iter(["pid", "cmdline"]) if "timeout_stage" in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
+
+
+def test_an_unwritable_storage_root_fails_naming_the_setting_and_the_stage(
+    airflow_db: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    # sysfs refuses every mkdir, even for root (the tests' user), as a read-only mount does.
+    conn = {"conn_type": "finegrained_spark", "host": "local[1]", "extra": {"storage_root": "/sys/fg-root"}}
+    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", json.dumps(conn))
+    path = dag_file(
+        "unwritable_root",
+        """
+        with DAG("unwritable_root", schedule=None, start_date=START):
+            Stage(task_id="numbers", python_callable=lambda spark: spark.range(3))
+    """,
+    )
+    _, states = run_dag(path, "unwritable_root")
+    assert states == {"numbers": "failed"}
+    text = "".join(capfd.readouterr())
+    assert "storage_root '/sys/fg-root' cannot be written for stage(s) 'numbers': Operation not permitted" in text
+    assert "Submitting region" not in text
