@@ -14,10 +14,12 @@ from typing import Any, cast
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_finegrained.runtime.fence import Fence
 from airflow_provider_finegrained.runtime.job import InputRef
 from airflow_provider_finegrained.runtime.output import (
     ATTEMPT_PREFIX,
     MARKER,
+    FencedError,
     OutputAlreadyExistsError,
     local_root,
     output_location,
@@ -153,6 +155,34 @@ def test_spark_writes_commits_and_reads_exactly_the_listed_files(spark: Any, tmp
     # External data: a local path is handed to Spark as file://.
     external = _load_input(spark, InputRef("ext", "external", path=os.path.join(location, committed.attempt)), sessions)
     assert external.count() == 1000
+
+
+@pytest.mark.slow
+def test_a_spark_write_revoked_while_it_runs_publishes_nothing(spark: Any, tmp_path: Path) -> None:
+    """The issue's race with Spark itself: a retry takes the stage over while the old try's tasks write."""
+    from pyspark.sql.functions import udf
+
+    root = str(tmp_path / "storage")
+    old, new = (Fence.for_stage(root, "dag", "run", "stage", n) for n in (1, 2))
+    old.raise_to_token()
+    revoke_at = f"{new.folder}/try={new.token}"
+
+    @udf("long", useArrow=False)  # the module's session runs workers on the PATH's python
+    def revoking(value: int) -> int:  # runs in Spark's Python worker, mid-write, as the retry's clean-up would
+        import os as worker_os
+
+        worker_os.makedirs(worker_os.path.dirname(revoke_at), exist_ok=True)
+        open(revoke_at, "a").close()
+        return value
+
+    location = output_location(root, "dag", "run", "stage", 1)
+    df = spark.range(0, 20, numPartitions=2).select(revoking("id").alias("id"))
+    with pytest.raises(FencedError, match=r"try 1 may not publish .* try 2 of the stage has superseded it"):
+        write_and_commit(df, location, root=root, fence=old)
+    assert not os.path.exists(os.path.join(location, MARKER))
+    assert not os.path.exists(location) or all(not n.startswith(ATTEMPT_PREFIX) for n in os.listdir(location))
+    committed = write_and_commit(spark.range(20), output_location(root, "dag", "run", "stage", 2), fence=new)
+    assert committed.rows == 20 and read_committed(committed.path).fence == new
 
 
 @pytest.mark.slow
