@@ -1,4 +1,10 @@
-"""Run spark-submit in its own process group, stream its output, and kill its whole process tree."""
+"""Run spark-submit in its own process group, stream its output, and kill its whole process tree.
+
+spark-submit is bound to this process's life: it gets SIGKILL from the kernel when this process dies, even
+by SIGKILL (Linux's parent-death signal, see ``spark.parent_death``), so a killed Airflow task leaves no
+orphan JVM. The signal fires when the *thread* that forked the child ends, so every bound child is forked
+by one thread that lives as long as the process (``spawn_bound``).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TypeVar
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from airflow_provider_finegrained.spark.parent_death import die_with_parent_preexec
 
 DEFAULT_KILL_GRACE_S = 5.0
 DEFAULT_TAIL_LINES = 50
@@ -239,6 +248,66 @@ def kill_process_tree(target: int | subprocess.Popen[bytes], grace_s: float = DE
     return terminate_processes(lambda: _tree(pid, group), grace_s, f"tree of {label}", group=group, before_check=reap)
 
 
+_T = TypeVar("_T")
+
+
+class _Spawner:
+    """A daemon thread that runs for as long as this process and forks the children bound to its life."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._requests: queue.Queue[tuple[Callable[[], object], Future[object]]] = queue.Queue()
+        threading.Thread(target=self._serve, name="finegrained-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            make, future = self._requests.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(make())
+                except BaseException as exc:  # handed to the caller, who raises it
+                    future.set_exception(exc)
+
+    def run(self, make: Callable[[], _T]) -> _T:
+        future: Future[object] = Future()
+        self._requests.put((make, future))
+        return future.result()  # type: ignore[return-value]  # the future holds what `make` returned
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
+def _forget_spawner() -> None:
+    # A forked child has none of its parent's threads: it starts its own spawner when it needs one.
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
+
+
+def spawn_bound(make: Callable[[], _T]) -> _T:
+    """Run ``make`` (which starts a child, e.g. ``subprocess.Popen`` with ``die_with_parent_preexec()``) in
+    the thread that forks every child bound to this process's life, and return what it returned.
+
+    A child forked from a short-lived thread (a thread pool's worker, a request handler) would get its
+    parent-death signal when that thread ends, while this process still needs it.
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner.pid != os.getpid():
+            _spawner = _Spawner()
+        spawner = _spawner
+    return spawner.run(make)
+
+
+def popen_bound(command: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(command, **kwargs)`` whose child gets SIGKILL when this process ends (Linux)."""
+    preexec = die_with_parent_preexec()
+    return spawn_bound(lambda: subprocess.Popen(command, preexec_fn=preexec, **kwargs))  # type: ignore[call-overload]
+
+
 _EOF = None
 
 
@@ -259,7 +328,13 @@ class SparkSubmitProcess:
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
         tail_lines: int = DEFAULT_TAIL_LINES,
         cwd: str | None = None,
+        die_with_parent: bool = True,
     ) -> None:
+        """``die_with_parent``: spark-submit gets SIGKILL when this process ends (see the module's note).
+
+        In cluster deploy mode that stops only the local spark-submit client; the driver on the cluster
+        runs on.
+        """
         if not command:
             raise ValueError("empty command")
         self.command = list(command)
@@ -269,6 +344,7 @@ class SparkSubmitProcess:
         self.timeout = timeout
         self.kill_grace_s = kill_grace_s
         self.cwd = cwd
+        self.die_with_parent = die_with_parent
         self.application_id: str | None = None
         self.driver_id: str | None = None
         self._tail: deque[str] = deque(maxlen=tail_lines)
@@ -302,14 +378,18 @@ class SparkSubmitProcess:
             if self._proc is not None:
                 raise RuntimeError("spark-submit already started")
             self._started_at = time.monotonic()
-            self._proc = subprocess.Popen(
-                self.command,
-                env=self.env,
-                cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            options: dict[str, object] = {
+                "env": self.env,
+                "cwd": self.cwd,
+                "stdin": subprocess.DEVNULL,
+                "stdout": subprocess.PIPE,
+                "stderr": subprocess.STDOUT,
+                "start_new_session": True,
+            }
+            self._proc = (
+                popen_bound(self.command, **options)
+                if self.die_with_parent
+                else subprocess.Popen(self.command, **options)  # type: ignore[call-overload]
             )
         self._reader = threading.Thread(
             target=self._read, args=(self._proc.stdout,), name=f"spark-submit-{self._proc.pid}", daemon=True
