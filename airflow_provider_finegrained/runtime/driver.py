@@ -16,6 +16,7 @@ from airflow_provider_finegrained.runtime import spark_status
 from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
 from airflow_provider_finegrained.runtime.progress import progress_lines
 from airflow_provider_finegrained.runtime.region_loop import LOG_PREFIX, run_stages, storage_options
+from airflow_provider_finegrained.spark.parent_death import die_with_parent_jvm
 
 
 class ClassicSessions:
@@ -53,6 +54,9 @@ class ClassicSessions:
 
 
 def main(argv: list[str]) -> int:
+    # Die with the JVM that started this driver (spark-submit's PythonRunner): a JVM killed with SIGKILL
+    # (itself bound to the Airflow task, see spark.process) must not leave this process running the stages.
+    die_with_parent_jvm()
     if len(argv) != 2:
         print(f"usage: {argv[0]} JOB_JSON", file=sys.stderr)
         return 2
