@@ -10,6 +10,7 @@ the driver program uploaded (``spark.kubernetes.file.upload.path``) or inside th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import subprocess
@@ -28,7 +29,8 @@ from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequest
 from airflow_provider_finegrained.launchers.master import MasterKind, parse_master
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher, driver_program
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
-from airflow_provider_finegrained.spark.submit import SubmitRequest, spark_submit_path
+from airflow_provider_finegrained.spark.properties_file import secret_properties_file, split_secret_conf
+from airflow_provider_finegrained.spark.submit import SubmitRequest, conf_arguments, spark_submit_path
 
 DEFAULT_NAMESPACE = "default"
 _POD_PHASE_STATES: dict[str, LaunchState] = {
@@ -102,20 +104,32 @@ def _check_driver_pod_name(namespace: str, driver_pod: str) -> None:
 
 
 def _k8s_operation(
-    operation: str, master: str, namespace: str, driver_pod: str, spark_home: str | None, conf: Mapping[str, str]
+    operation: str,
+    master: str,
+    namespace: str,
+    driver_pod: str,
+    spark_home: str | None,
+    conf: Mapping[str, str],
+    properties_file: str | None,
 ) -> list[str]:
     _check_k8s_master(master)
-    command = [spark_submit_path(spark_home), "--master", master]
-    for key in sorted(conf):
-        command += ["--conf", f"{key}={conf[key]}"]
+    command = [spark_submit_path(spark_home), "--master", master, *conf_arguments(conf, properties_file)]
     return [*command, operation, k8s_submission_id(namespace, driver_pod)]
 
 
 def k8s_status_command(
-    master: str, namespace: str, driver_pod: str, spark_home: str | None = None, conf: Mapping[str, str] | None = None
+    master: str,
+    namespace: str,
+    driver_pod: str,
+    spark_home: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    properties_file: str | None = None,
 ) -> list[str]:
-    """``spark-submit --master k8s://… --status ns:pod``; `conf` may carry the client's credentials settings."""
-    return _k8s_operation("--status", master, namespace, driver_pod, spark_home, conf or {})
+    """``spark-submit --master k8s://… --status ns:pod``; `conf` may carry the client's credentials settings.
+
+    Secret settings (an OAuth token) are not on the command: they must be in `properties_file`.
+    """
+    return _k8s_operation("--status", master, namespace, driver_pod, spark_home, conf or {}, properties_file)
 
 
 def k8s_kill_command(
@@ -125,14 +139,18 @@ def k8s_kill_command(
     spark_home: str | None = None,
     grace_period_s: int | None = None,
     conf: Mapping[str, str] | None = None,
+    properties_file: str | None = None,
 ) -> list[str]:
-    """``spark-submit --master k8s://… --kill ns:pod``: deletes the driver pod (its executors follow)."""
+    """``spark-submit --master k8s://… --kill ns:pod``: deletes the driver pod (its executors follow).
+
+    Secret settings (an OAuth token) are not on the command: they must be in `properties_file`.
+    """
     merged = dict(conf or {})
     if grace_period_s is not None:
         if grace_period_s < 0:
             raise ValueError(f"grace_period_s: {grace_period_s} must be >= 0 seconds")
         merged["spark.kubernetes.appKillPodDeletionGracePeriod"] = str(grace_period_s)
-    return _k8s_operation("--kill", master, namespace, driver_pod, spark_home, merged)
+    return _k8s_operation("--kill", master, namespace, driver_pod, spark_home, merged, properties_file)
 
 
 def parse_k8s_status_output(output: str) -> list[K8sDriverStatus]:
@@ -288,16 +306,30 @@ class KubernetesLauncher(SparkSubmitLauncher):
             if k.startswith("spark.kubernetes.authenticate.submission.") or k == "spark.kubernetes.context"
         }
 
-    def status_command(self, handle: LaunchHandle) -> list[str]:
+    def _client_secret_file(self) -> contextlib.AbstractContextManager[str | None]:
+        """The client's secret settings (an OAuth token) in a private properties file, for ``--status``/``--kill``."""
+        return secret_properties_file(split_secret_conf(self._client_conf())[1])
+
+    def status_command(self, handle: LaunchHandle, properties_file: str | None = None) -> list[str]:
         pod = self._pod(handle)
         return k8s_status_command(
-            self.settings.master, self.namespace, pod, self.settings.spark_home, self._client_conf()
+            self.settings.master,
+            self.namespace,
+            pod,
+            self.settings.spark_home,
+            self._client_conf(),
+            properties_file=properties_file,
         )
 
-    def kill_command(self, handle: LaunchHandle) -> list[str]:
+    def kill_command(self, handle: LaunchHandle, properties_file: str | None = None) -> list[str]:
         pod = self._pod(handle)
         return k8s_kill_command(
-            self.settings.master, self.namespace, pod, self.settings.spark_home, conf=self._client_conf()
+            self.settings.master,
+            self.namespace,
+            pod,
+            self.settings.spark_home,
+            conf=self._client_conf(),
+            properties_file=properties_file,
         )
 
     def _pod(self, handle: LaunchHandle) -> str:
@@ -308,9 +340,14 @@ class KubernetesLauncher(SparkSubmitLauncher):
     def status(self, handle: LaunchHandle) -> LaunchStatus:
         if not handle.submission_id:
             return super().status(handle)
-        done = subprocess.run(
-            self.status_command(handle), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
-        )
+        with self._client_secret_file() as path:
+            done = subprocess.run(
+                self.status_command(handle, path),
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
         found = parse_k8s_status_output(done.stdout + done.stderr)
         if not found:
             return LaunchStatus("unknown", None, handle.submission_id, "no driver pod found")
@@ -321,7 +358,8 @@ class KubernetesLauncher(SparkSubmitLauncher):
     def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
         if handle is None or not handle.submission_id:
             return "spark-submit and its driver were stopped"
-        subprocess.run(self.kill_command(handle), check=False, timeout=COMMAND_TIMEOUT_S, capture_output=True)
+        with self._client_secret_file() as path:
+            subprocess.run(self.kill_command(handle, path), check=False, timeout=COMMAND_TIMEOUT_S, capture_output=True)
         return f"asked Kubernetes to delete driver pod {handle.submission_id}"
 
     def driver_log(self, handle: LaunchHandle) -> str | None:

@@ -8,6 +8,7 @@ The cluster managers differ in the request they submit (``request``), the settin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -28,11 +29,13 @@ from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targ
 from airflow_provider_finegrained.launchers.master import MasterKind
 from airflow_provider_finegrained.spark.java import check_java
 from airflow_provider_finegrained.spark.process import SparkSubmitCancelled, SparkSubmitProcess
+from airflow_provider_finegrained.spark.properties_file import secret_properties_file
 from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
     build_spark_submit_env,
     redacted_command,
+    secret_conf,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +65,7 @@ class SparkSubmitLauncher:
         self._lock = threading.Lock()
         self._process: SparkSubmitProcess | None = None
         self._killed = False
+        self._secret_file: contextlib.ExitStack | None = None
 
     # -- what the cluster managers override ---------------------------------------------------------
 
@@ -101,20 +105,44 @@ class SparkSubmitLauncher:
 
     # -- the shared machinery --------------------------------------------------------------------------
 
-    def command(self, spec: LaunchSpec) -> list[str]:
-        """The exact argument list that submits ``spec`` (no shell)."""
-        return build_spark_submit_command(self.request(spec), self.settings.spark_home)
+    def command(self, spec: LaunchSpec, properties_file: str | None = None) -> list[str]:
+        """The exact argument list that submits ``spec`` (no shell); its secrets are in ``properties_file``."""
+        return build_spark_submit_command(self.request(spec), self.settings.spark_home, properties_file)
 
     def submit(self, spec: LaunchSpec, events: LaunchEvents | None = None) -> LaunchHandle:
         check_java(self.settings.java_home)
         events = events or LaunchEvents()
         request = self.request(spec)
-        command = build_spark_submit_command(request, self.settings.spark_home)
+        # The secret settings go in a private file, never on the command line; it lives until spark-submit
+        # has surely read it (see _release_secret_file).
+        secret_file = contextlib.ExitStack()
+        try:
+            path = secret_file.enter_context(secret_properties_file(secret_conf(request)))
+            handle = self._start(spec, request, events, path)
+        except BaseException:
+            secret_file.close()
+            raise
+        with self._lock:
+            self._secret_file = secret_file
+        return handle
+
+    def _release_secret_file(self) -> None:
+        """Remove the secret properties file: spark-submit reads it while it starts and never again."""
+        with self._lock:
+            secret_file, self._secret_file = self._secret_file, None
+        if secret_file is not None:
+            secret_file.close()
+
+    def _start(self, spec: LaunchSpec, request: SubmitRequest, events: LaunchEvents, path: str | None) -> LaunchHandle:
+        command = build_spark_submit_command(request, self.settings.spark_home, properties_file=path)
         self.log.info(
             "Submitting region %s to %s: %s", spec.region, self.settings.master, " ".join(redacted_command(command))
         )
 
         def on_id(found: str) -> None:
+            # An application or driver id: spark-submit parsed its arguments (and the file) long ago.
+            # Removing the file now keeps it from outliving a task killed with SIGKILL (no finally runs then).
+            self._release_secret_file()
             if found.startswith(_DRIVER_ID_PREFIX):  # standalone cluster mode names its driver too
                 self.log.info("Spark driver id: %s", found)
             else:
@@ -144,7 +172,10 @@ class SparkSubmitLauncher:
         return self._process
 
     def wait(self, handle: LaunchHandle) -> LaunchResult:
-        result = self._started().wait()
+        try:
+            result = self._started().wait()
+        finally:
+            self._release_secret_file()
         diagnostics: tuple[str, ...] = ()
         if result.returncode != 0 and not result.killed:
             try:
@@ -170,7 +201,10 @@ class SparkSubmitLauncher:
             process = self._process
         if process is None:
             return "nothing was submitted"
-        process.kill()
+        try:
+            process.kill()
+        finally:
+            self._release_secret_file()
         return self.kill_remote(handle, process)
 
     def ui_links(self, application_id: str | None, driver_ui_url: str | None = None) -> SparkUITargets:

@@ -18,6 +18,11 @@ from airflow_provider_finegrained.secrets import REDACTED as REDACTED
 from airflow_provider_finegrained.secrets import is_secret_key as is_secret_key
 from airflow_provider_finegrained.secrets import redact_argv
 from airflow_provider_finegrained.spark.java import SparkEnvironmentError
+from airflow_provider_finegrained.spark.properties_file import (
+    properties_file_args,
+    secret_properties_file,
+    split_secret_conf,
+)
 
 DEPLOY_MODES = ("client", "cluster")
 PYTHON_RUNNER_CLASS = "org.apache.spark.deploy.PythonRunner"
@@ -150,15 +155,8 @@ def _merge_list(conf: Mapping[str, str], key: str, values: Sequence[str]) -> str
     return ",".join([*existing, *(v for v in values if v not in existing)])
 
 
-def _standalone_python_cluster_command(request: SubmitRequest, spark_home: str | None) -> list[str]:
-    """Spark refuses `--deploy-mode cluster` for .py files on standalone, so launch PythonRunner as a JVM app.
-
-    PythonRunner's arguments are `<python file> <comma-separated py-files> <app args…>`; the python file
-    is `standalone_driver.py run <application>`. spark-submit's own client waits for the driver
-    (waitAppCompletion, legacy RPC client rather than REST) but exits 0 whatever the driver's final
-    state, so the command runs under `standalone_driver submit`, which turns a non-FINISHED end into
-    exit 1.
-    """
+def _standalone_python_cluster_conf(request: SubmitRequest) -> dict[str, str]:
+    """The settings of the PythonRunner launch: the request's, plus what the driver on the worker needs."""
     conf = dict(request.conf)
     conf.setdefault("spark.pyspark.python", sys.executable)
     conf.setdefault("spark.pyspark.driver.python", sys.executable)
@@ -169,6 +167,35 @@ def _standalone_python_cluster_command(request: SubmitRequest, spark_home: str |
         # their PYTHONPATH: what `--py-files` does in client mode (spark-submit refuses it for a jar).
         conf["spark.files"] = _merge_list(conf, "spark.files", request.py_files)
         conf["spark.submit.pyFiles"] = _merge_list(conf, "spark.submit.pyFiles", request.py_files)
+    return conf
+
+
+def conf_arguments(conf: Mapping[str, str], properties_file: str | None) -> list[str]:
+    """``--properties-file`` for the secret settings (which must have one), ``--conf k=v`` for the others."""
+    public, secret = split_secret_conf(conf)
+    if secret and properties_file is None:
+        raise ValueError(
+            f"Spark settings {sorted(secret)} are secrets and never go on spark-submit's command line: "
+            "write them with secret_properties_file() and pass its path as properties_file "
+            "(or build the command inside spark_submit_command())"
+        )
+    args = properties_file_args(properties_file)
+    for key in sorted(public):
+        args += ["--conf", f"{key}={public[key]}"]
+    return args
+
+
+def _standalone_python_cluster_command(
+    request: SubmitRequest, spark_home: str | None, properties_file: str | None
+) -> list[str]:
+    """Spark refuses `--deploy-mode cluster` for .py files on standalone, so launch PythonRunner as a JVM app.
+
+    PythonRunner's arguments are `<python file> <comma-separated py-files> <app args…>`; the python file
+    is `standalone_driver.py run <application>`. spark-submit's own client waits for the driver
+    (waitAppCompletion, legacy RPC client rather than REST) but exits 0 whatever the driver's final
+    state, so the command runs under `standalone_driver submit`, which turns a non-FINISHED end into
+    exit 1.
+    """
     command = [
         sys.executable,
         "-m",
@@ -184,8 +211,7 @@ def _standalone_python_cluster_command(request: SubmitRequest, spark_home: str |
     if request.name:
         command += ["--name", request.name]
     command += ["--class", PYTHON_RUNNER_CLASS]
-    for key in sorted(conf):
-        command += ["--conf", f"{key}={conf[key]}"]
+    command += conf_arguments(_standalone_python_cluster_conf(request), properties_file)
     if request.driver_memory:
         command += ["--driver-memory", request.driver_memory]
     command += [
@@ -197,15 +223,19 @@ def _standalone_python_cluster_command(request: SubmitRequest, spark_home: str |
     return command
 
 
-def build_spark_submit_command(request: SubmitRequest, spark_home: str | None = None) -> list[str]:
+def build_spark_submit_command(
+    request: SubmitRequest, spark_home: str | None = None, properties_file: str | None = None
+) -> list[str]:
     """Return the exact argument list (no shell involved) that submits `request`.
 
     That is spark-submit itself, except for Python in cluster mode on a standalone master (see
-    `_standalone_python_cluster_command`), which runs spark-submit under this interpreter.
+    `_standalone_python_cluster_command`), which runs spark-submit under this interpreter. Secret
+    settings (``secrets.is_secret_key``) never go on it: they are in `properties_file` (see
+    `spark_submit_command`, which writes it), and a request holding secrets without one is refused.
     """
     validate_request(request)
     if is_standalone_python_cluster(request):
-        return _standalone_python_cluster_command(request, spark_home)
+        return _standalone_python_cluster_command(request, spark_home, properties_file)
     command = [
         spark_submit_path(spark_home),
         "--master",
@@ -215,8 +245,7 @@ def build_spark_submit_command(request: SubmitRequest, spark_home: str | None = 
     ]
     if request.name:
         command += ["--name", request.name]
-    for key in sorted(request.conf):
-        command += ["--conf", f"{key}={request.conf[key]}"]
+    command += conf_arguments(request.conf, properties_file)
     if request.py_files:
         command += ["--py-files", ",".join(request.py_files)]
     if request.driver_memory:
@@ -224,6 +253,26 @@ def build_spark_submit_command(request: SubmitRequest, spark_home: str | None = 
     command.append(request.application)
     command.extend(request.application_args)
     return command
+
+
+def secret_conf(request: SubmitRequest) -> dict[str, str]:
+    """The secret settings of `request`: what its properties file holds."""
+    conf = _standalone_python_cluster_conf(request) if is_standalone_python_cluster(request) else request.conf
+    return split_secret_conf(conf)[1]
+
+
+@contextlib.contextmanager
+def spark_submit_command(
+    request: SubmitRequest, spark_home: str | None = None, directory: str | None = None
+) -> Iterator[list[str]]:
+    """The command of `build_spark_submit_command`, with the request's secrets in a private properties file.
+
+    The file (0600, in a fresh 0700 folder under `directory`) exists while inside the block: run
+    spark-submit inside it; it reads the file while starting, before its application starts.
+    """
+    validate_request(request)
+    with secret_properties_file(secret_conf(request), directory) as path:
+        yield build_spark_submit_command(request, spark_home, properties_file=path)
 
 
 def build_spark_submit_env(
@@ -294,5 +343,9 @@ def connect_client_env_restored(*, unset: Sequence[str] = ()) -> Iterator[None]:
 
 
 def redacted_command(command: Sequence[str]) -> list[str]:
-    """Return a copy of a spark-submit command with secret `--conf` values replaced by '***'."""
+    """Return a copy of a spark-submit command with secret `--conf` values replaced by '***'.
+
+    The provider's own commands hold no secret (they are in the ``--properties-file``, shown by its path);
+    masking stays for commands put together elsewhere.
+    """
     return redact_argv(command)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import threading
@@ -66,6 +67,10 @@ def fake_home(tmp_path: Path) -> str:
     return spark_home_with_submit(
         tmp_path,
         f'echo "$*" >> {tmp_path}/calls\n'
+        # What a --properties-file holds, read while spark-submit runs (as the real one reads it).
+        'prev=""; for a in "$@"; do\n'
+        f'  [ "$prev" = --properties-file ] && cat "$a" >> {tmp_path}/properties; prev="$a"\n'
+        "done\n"
         'case "$*" in *--status*) printf "Application status (driver):\\n\\t pod name: $FAKE_POD\\n'
         '\\t namespace: etl\\n\\t phase: Running\\n"; exit 0;; *--kill*) exit 0;; esac\n'
         f'echo "INFO Client: Submitted application {APP_ID}"\n'
@@ -474,11 +479,19 @@ def test_kubernetes_status_kill_and_driver_log(
     assert launcher.kill(handle) == f"asked Kubernetes to delete driver pod etl:{pod}"
     waiter.join(timeout=30)
     assert results[0].killed
-    token_conf = "--conf spark.kubernetes.authenticate.submission.oauthToken=t0ken"
-    assert calls(fake_home)[1:] == [
-        f"--master {master} {token_conf} --status etl:{pod}",
-        f"--master {master} {token_conf} --kill etl:{pod}",
-    ]
+    # The token reached every spark-submit through its private properties file, never its command line.
+    submit_call, status_call, kill_call = calls(fake_home)
+    file_args = r"--properties-file (/\S+/finegrained-conf-\w+/secret\.properties) --load-spark-defaults"
+    assert re.fullmatch(rf"--master {re.escape(master)} --deploy-mode cluster .*{file_args} .*", submit_call)
+    assert re.fullmatch(rf"--master {re.escape(master)} {file_args} --status etl:{pod}", status_call)
+    assert re.fullmatch(rf"--master {re.escape(master)} {file_args} --kill etl:{pod}", kill_call)
+    assert "t0ken" not in submit_call + status_call + kill_call
+    token_line = "spark.kubernetes.authenticate.submission.oauthToken=t0ken"
+    assert (Path(fake_home).parent / "properties").read_text().splitlines().count(token_line) == 3
+    # Each file is gone once its spark-submit is done with it.
+    for call in (submit_call, status_call, kill_call):
+        file = re.search(file_args, call)
+        assert file is not None and not os.path.exists(os.path.dirname(file.group(1)))
 
 
 def test_kill_before_submit_cancels_it(fake_home: str) -> None:

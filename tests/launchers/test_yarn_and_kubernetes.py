@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from airflow_provider_finegrained.launchers.yarn import (
     yarn_kill_request,
     yarn_status_request,
 )
-from airflow_provider_finegrained.spark.submit import build_spark_submit_command
+from airflow_provider_finegrained.spark.submit import build_spark_submit_command, spark_submit_command
 from tests.loopback_http import serving
 
 APP_ID = "application_1326821518301_0005"
@@ -282,6 +283,36 @@ def test_yarn_cluster_submission(fake_home: str) -> None:
     ]
 
 
+def test_yarn_cluster_submission_keeps_secrets_in_the_properties_file(fake_home: str) -> None:
+    request = yarn_cluster_submit_request(
+        "/opt/jobs/driver.py",
+        ["hdfs:///finegrained/jobs/r1.json"],
+        conf={"spark.authenticate.secret": "yarn-s3cret", "spark.hadoop.fs.s3a.secret.key": "s3a-s3cret"},
+    )
+    with spark_submit_command(request, spark_home=fake_home) as command:
+        path = command[command.index("--properties-file") + 1]
+        assert Path(path).read_text() == (
+            "spark.authenticate.secret=yarn-s3cret\nspark.hadoop.fs.s3a.secret.key=s3a-s3cret\n"
+        )
+        assert command == [
+            f"{fake_home}/bin/spark-submit",
+            "--master",
+            "yarn",
+            "--deploy-mode",
+            "cluster",
+            "--properties-file",
+            path,
+            "--load-spark-defaults",
+            "--conf",
+            "spark.yarn.maxAppAttempts=1",
+            "--conf",
+            "spark.yarn.submit.waitAppCompletion=true",
+            "/opt/jobs/driver.py",
+            "hdfs:///finegrained/jobs/r1.json",
+        ]
+    assert not os.path.exists(path)
+
+
 # -- Kubernetes ------------------------------------------------------------------------------------
 
 K8S = "k8s://https://k8s.example.com:6443"
@@ -405,6 +436,60 @@ def test_k8s_cluster_submission(fake_home: str) -> None:
     ]
     # The pod named here is what --status and --kill address.
     assert k8s_kill_command(K8S, "etl", "fg-dag-r1-driver", spark_home=fake_home)[-1] == "etl:fg-dag-r1-driver"
+
+
+def test_k8s_commands_keep_the_oauth_token_in_the_properties_file(fake_home: str) -> None:
+    request = k8s_cluster_submit_request(
+        "local:///opt/finegrained/driver.py",
+        ["s3a://bucket/finegrained/jobs/r1.json"],
+        master=K8S,
+        image="registry.example.com/finegrained:1.0",
+        namespace="etl",
+        service_account="spark",
+        driver_pod="fg-dag-r1-driver",
+        conf={"spark.kubernetes.authenticate.submission.oauthToken": "k8s-t0ken"},
+    )
+    with spark_submit_command(request, spark_home=fake_home) as command:
+        path = command[command.index("--properties-file") + 1]
+        assert Path(path).read_text() == "spark.kubernetes.authenticate.submission.oauthToken=k8s-t0ken\n"
+        assert command[:8] == [
+            f"{fake_home}/bin/spark-submit",
+            "--master",
+            K8S,
+            "--deploy-mode",
+            "cluster",
+            "--properties-file",
+            path,
+            "--load-spark-defaults",
+        ]
+        assert "k8s-t0ken" not in " ".join(command)
+    token = {"spark.kubernetes.authenticate.submission.oauthToken": "k8s-t0ken"}
+    file = "/run/x/secret.properties"
+    assert k8s_kill_command(K8S, "etl", "fg-dag-r1-driver", fake_home, 30, token, properties_file=file) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        K8S,
+        "--properties-file",
+        file,
+        "--load-spark-defaults",
+        "--conf",
+        "spark.kubernetes.appKillPodDeletionGracePeriod=30",
+        "--kill",
+        "etl:fg-dag-r1-driver",
+    ]
+    assert k8s_status_command(K8S, "etl", "fg-dag-r1-driver", fake_home, token, properties_file=file) == [
+        f"{fake_home}/bin/spark-submit",
+        "--master",
+        K8S,
+        "--properties-file",
+        file,
+        "--load-spark-defaults",
+        "--status",
+        "etl:fg-dag-r1-driver",
+    ]
+    with pytest.raises(ValueError, match="never go on spark-submit's command line") as caught:
+        k8s_status_command(K8S, "etl", "fg-dag-r1-driver", fake_home, token)
+    assert "k8s-t0ken" not in str(caught.value)
 
 
 def test_k8s_submission_needs_files_the_pod_can_read() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+import stat
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from airflow_provider_finegrained.spark.submit import (
     python_runner_jar,
     redacted_command,
     spark_home,
+    spark_submit_command,
     validate_master,
 )
 
@@ -167,6 +169,29 @@ def test_python_in_cluster_mode_on_standalone_runs_python_runner_under_the_exit_
     ]
 
 
+def test_python_cluster_mode_on_standalone_keeps_secrets_in_the_properties_file(home_with_jars: str) -> None:
+    request = SubmitRequest(
+        application="/apps/job.py",
+        master="spark://127.0.0.1:7077",
+        deploy_mode="cluster",
+        conf={"spark.authenticate.secret": "sh-secret", "spark.executor.cores": "2"},
+    )
+    with spark_submit_command(request, spark_home=home_with_jars) as command:
+        path = command[command.index("--properties-file") + 1]
+        assert Path(path).read_text() == "spark.authenticate.secret=sh-secret\n"
+        at = command.index("--class")
+        assert command[at : at + 7] == [
+            "--class",
+            "org.apache.spark.deploy.PythonRunner",
+            "--properties-file",
+            path,
+            "--load-spark-defaults",
+            "--conf",
+            "spark.executor.cores=2",
+        ]
+    assert "sh-secret" not in " ".join(command)
+
+
 def test_python_cluster_mode_keeps_the_requests_python_and_ships_py_files(home_with_jars: str) -> None:
     request = SubmitRequest(
         application="/apps/job.py",
@@ -311,42 +336,66 @@ def test_is_secret_key(key: str, secret: bool) -> None:
     assert is_secret_key(key) is secret
 
 
-def test_redacted_command_masks_only_secret_conf_values(fake_home: str) -> None:
+_SECRET_REQUEST_CONF = {
+    "spark.hadoop.fs.s3a.secret.key": "s3cr3t",
+    "spark.hadoop.fs.s3a.access.key": "AKIA123",
+    "spark.ssl.keyPassword": "pw=with=equals",
+    "spark.executor.memory": "2g",
+}
+
+
+def test_secret_conf_goes_to_the_properties_file_never_the_command(fake_home: str) -> None:
     request = SubmitRequest(
         application="/apps/job.py",
         master="local[2]",
-        conf={
-            "spark.hadoop.fs.s3a.secret.key": "s3cr3t",
-            "spark.hadoop.fs.s3a.access.key": "AKIA123",
-            "spark.ssl.keyPassword": "pw=with=equals",
-            "spark.executor.memory": "2g",
-        },
+        conf=_SECRET_REQUEST_CONF,
         application_args=["--conf", "spark.app.setting=1"],
     )
-    command = build_spark_submit_command(request, spark_home=fake_home)
-    redacted = redacted_command(command)
-    assert redacted == [
-        f"{fake_home}/bin/spark-submit",
-        "--master",
-        "local[2]",
-        "--deploy-mode",
-        "client",
-        "--conf",
-        "spark.executor.memory=2g",
-        "--conf",
-        "spark.hadoop.fs.s3a.access.key=***",
-        "--conf",
-        "spark.hadoop.fs.s3a.secret.key=***",
-        "--conf",
-        "spark.ssl.keyPassword=***",
-        "/apps/job.py",
-        "--conf",
-        "spark.app.setting=1",
-    ]
-    joined = " ".join(redacted)
+    with spark_submit_command(request, spark_home=fake_home) as command:
+        path = command[command.index("--properties-file") + 1]
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert Path(path).read_text() == (
+            "spark.hadoop.fs.s3a.access.key=AKIA123\n"
+            "spark.hadoop.fs.s3a.secret.key=s3cr3t\n"
+            "spark.ssl.keyPassword=pw\\=with\\=equals\n"
+        )
+        assert command == [
+            f"{fake_home}/bin/spark-submit",
+            "--master",
+            "local[2]",
+            "--deploy-mode",
+            "client",
+            "--properties-file",
+            path,
+            "--load-spark-defaults",
+            "--conf",
+            "spark.executor.memory=2g",
+            "/apps/job.py",
+            "--conf",
+            "spark.app.setting=1",
+        ]
+        # The logged command is the command: the file is named by its path, no value is there to mask.
+        assert redacted_command(command) == command
+    assert not os.path.exists(path)
+    assert not os.path.exists(os.path.dirname(path))
+    joined = " ".join(command)
     assert "s3cr3t" not in joined and "AKIA123" not in joined and "pw=with" not in joined
-    # The real command is untouched.
-    assert "spark.hadoop.fs.s3a.secret.key=s3cr3t" in command
+
+
+def test_no_secrets_no_properties_file(fake_home: str) -> None:
+    request = SubmitRequest(application="/apps/job.py", master="local[2]", conf={"spark.executor.memory": "2g"})
+    with spark_submit_command(request, spark_home=fake_home) as command:
+        assert command == build_spark_submit_command(request, spark_home=fake_home)
+    assert "--properties-file" not in command
+
+
+def test_a_command_with_secrets_and_no_file_is_refused_naming_the_keys_not_the_values(fake_home: str) -> None:
+    request = SubmitRequest(application="/apps/job.py", master="local[2]", conf=_SECRET_REQUEST_CONF)
+    with pytest.raises(ValueError, match="never go on spark-submit's command line") as caught:
+        build_spark_submit_command(request, spark_home=fake_home)
+    message = str(caught.value)
+    assert "spark.hadoop.fs.s3a.secret.key" in message and "spark.ssl.keyPassword" in message
+    assert "s3cr3t" not in message and "AKIA123" not in message and "pw=with" not in message
 
 
 def test_redacted_command_handles_equals_and_short_forms() -> None:
