@@ -62,10 +62,7 @@ class RegionFolder:
                 self.fence(stage).raise_to_token(self.storage_options)
             # An earlier attempt with this try number may have been killed before it ended.
             filesystem.reset_folder(self.path, self.storage_options)
-            for stage in stages:
-                cleanup_uncommitted(
-                    stage_folder(self.root, self.dag_id, self.run_id, stage), storage_options=self.storage_options
-                )
+            self.sweep(stages)
         except PermissionError as exc:
             raise StorageConfigError(self._unwritable(stages, exc)) from exc
         except OSError as exc:
@@ -80,6 +77,16 @@ class RegionFolder:
             f"{exc.strerror or exc}{where}; set the connection's storage_root (or [finegrained] storage_root) "
             "to a location this worker and Spark can write"
         )
+
+    def sweep(self, stages: list[str]) -> list[str]:
+        """After this try committed: remove what revoked tries wrote since :meth:`reset` (a late writer's
+        attempt folders, its superseded markers); returns the removed locations."""
+        removed: list[str] = []
+        for stage in stages:
+            removed += cleanup_uncommitted(
+                stage_folder(self.root, self.dag_id, self.run_id, stage), storage_options=self.storage_options
+            )
+        return removed
 
     def fence(self, stage: str) -> Fence:
         """The fencing token this try holds for a stage's outputs."""

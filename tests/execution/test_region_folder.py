@@ -89,3 +89,16 @@ def test_an_unwritable_storage_root_names_the_setting_the_location_and_the_stage
     message = str(caught.value)
     assert f"storage_root {root!r} cannot be written for stage(s) 'extract', 'load'" in message
     assert "set the connection's storage_root" in message
+
+
+def test_sweep_removes_what_a_revoked_try_wrote_after_the_reset(tmp_path: Path) -> None:
+    from airflow_provider_finegrained.runtime.output import output_location
+
+    RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 1).reset(["a"])
+    retry = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 2)
+    retry.reset(["a"])
+    late = Path(output_location(str(tmp_path), "dag", "run-1", "a", 1)) / "attempt-late"
+    late.mkdir(parents=True)
+    (late / "part-00000.parquet").write_bytes(b"rows of a revoked try")
+    assert retry.sweep(["a"]) == [str(late.parent)]
+    assert not late.parent.exists()
