@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,10 @@ from airflow_provider_finegrained.secrets import is_secret_key
 PROPERTIES_FILE_FLAG = "--properties-file"
 LOAD_SPARK_DEFAULTS_FLAG = "--load-spark-defaults"
 FILE_NAME = "secret.properties"
+FOLDER_PREFIX = "finegrained-conf-"
+# The folder's name holds the pid of the process that made it: one killed with SIGKILL (no finally ran)
+# left it behind, and the next use in the same place removes it.
+_FOLDER_RE = re.compile(rf"{FOLDER_PREFIX}(\d+)-")
 
 # java.util.Properties: these have a meaning anywhere in a key or value, so they are always escaped.
 _ESCAPES = {
@@ -89,6 +94,35 @@ def properties_text(settings: Mapping[str, str]) -> str:
     return "".join(lines)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, and not ours to judge
+    return True
+
+
+def remove_abandoned_folders(directory: str | None = None) -> list[str]:
+    """Remove the secret folders under ``directory`` (default: the temp folder) whose maker has died.
+
+    Only this user's folders are touched. Returns the folders removed.
+    """
+    parent = directory or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            match = _FOLDER_RE.match(entry.name)
+            if not match or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid():
+                    shutil.rmtree(entry.path)
+                    removed.append(entry.path)
+    return removed
+
+
 @contextlib.contextmanager
 def secret_properties_file(secret: Mapping[str, str], directory: str | None = None) -> Iterator[str | None]:
     """Write ``secret`` to a properties file only this user can read; yield its path; remove it on leaving.
@@ -96,12 +130,15 @@ def secret_properties_file(secret: Mapping[str, str], directory: str | None = No
     The file is created 0600 (never wider, not even for an instant) in a fresh 0700 folder under
     ``directory`` (default: the system temp folder). Yields None, and writes nothing, when ``secret`` is
     empty. Keep the block open until spark-submit has read the file (its start-up; see the module note).
+    A process killed inside the block leaves the folder; the next call in the same place removes it
+    (:func:`remove_abandoned_folders`).
     """
     if not secret:
         yield None
         return
     text = properties_text(secret)
-    folder = tempfile.mkdtemp(prefix="finegrained-conf-", dir=directory)  # mkdtemp makes it 0700
+    remove_abandoned_folders(directory)
+    folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=directory)  # mkdtemp makes it 0700
     try:
         path = os.path.join(folder, FILE_NAME)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)

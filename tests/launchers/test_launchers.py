@@ -481,7 +481,7 @@ def test_kubernetes_status_kill_and_driver_log(
     assert results[0].killed
     # The token reached every spark-submit through its private properties file, never its command line.
     submit_call, status_call, kill_call = calls(fake_home)
-    file_args = r"--properties-file (/\S+/finegrained-conf-\w+/secret\.properties) --load-spark-defaults"
+    file_args = r"--properties-file (/\S+/finegrained-conf-[\w-]+/secret\.properties) --load-spark-defaults"
     assert re.fullmatch(rf"--master {re.escape(master)} --deploy-mode cluster .*{file_args} .*", submit_call)
     assert re.fullmatch(rf"--master {re.escape(master)} {file_args} --status etl:{pod}", status_call)
     assert re.fullmatch(rf"--master {re.escape(master)} {file_args} --kill etl:{pod}", kill_call)

@@ -152,3 +152,21 @@ def test_properties_file_args_keep_spark_defaults() -> None:
         "/tmp/x/secret.properties",
         "--load-spark-defaults",
     ]
+
+
+def test_a_folder_left_by_a_killed_process_is_removed_by_the_next_use(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    abandoned = tmp_path / f"finegrained-conf-{dead.pid}-abcd1234"
+    abandoned.mkdir(mode=0o700)
+    (abandoned / "secret.properties").write_text("spark.authenticate.secret=left\n")
+    living = tmp_path / f"finegrained-conf-{os.getppid()}-efgh5678"  # pytest's parent: alive
+    living.mkdir(mode=0o700)
+    unrelated = tmp_path / "finegrained-conf-notapid"
+    unrelated.mkdir()
+    with secret_properties_file({"spark.x.secret": "s"}, directory=str(tmp_path)) as path:
+        assert path is not None
+        assert os.path.basename(os.path.dirname(path)).startswith(f"finegrained-conf-{os.getpid()}-")
+        assert not abandoned.exists()
+        assert living.exists() and unrelated.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([living.name, unrelated.name])
