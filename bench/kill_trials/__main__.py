@@ -1,0 +1,71 @@
+"""``python -m bench.kill_trials``: see bench/kill_trials.sh and docs/exactly-once.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.kill_trials.runner import MODE_ENV, REPO, Options, render_results, run
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/kill_trials.sh", description=__doc__)
+    parser.add_argument("--trials", type=int, default=20, help="trials per mode (default 20)")
+    parser.add_argument("--modes", default="cold,warm", help="comma-separated: cold, warm (default both)")
+    parser.add_argument("--label", default="after", help="results file name under bench/results/kill_trials/")
+    parser.add_argument(
+        "--source",
+        default="HEAD",
+        help="git revision of the provider to run (exported to a temp folder), or 'worktree'",
+    )
+    parser.add_argument(
+        "--kill-delay",
+        type=float,
+        default=3.0,
+        help="seconds between the attempt folder appearing and the kill (default 3)",
+    )
+    parser.add_argument(
+        "--row-sleep", type=float, default=2.0, help="seconds the slow stage sleeps per row (default 2)"
+    )
+    parser.add_argument("--run-timeout", type=float, default=420, help="seconds a trial's run may take")
+    parser.add_argument("--no-fast-jvm", action="store_true", help="without the test suite's JVM start-up options")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results" / "kill_trials")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--render", type=Path, help="only re-render this results JSON as markdown and exit")
+    args = parser.parse_args(argv)
+    modes = tuple(mode for mode in args.modes.split(",") if mode)
+    unknown = [mode for mode in modes if mode not in MODE_ENV]
+    if unknown or not modes:
+        parser.error(f"--modes {args.modes!r}: unknown mode(s) {unknown}; allowed: {', '.join(MODE_ENV)}")
+    if args.trials < 1:
+        parser.error(f"--trials {args.trials}: must be at least 1")
+    args.modes = modes
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    if args.render:
+        data = json.loads(args.render.read_text())
+        args.render.with_suffix(".md").write_text(render_results(data))
+        return 0
+    options = Options(
+        trials=args.trials,
+        modes=args.modes,
+        label=args.label,
+        source=args.source,
+        kill_delay_s=args.kill_delay,
+        row_sleep_s=args.row_sleep,
+        run_timeout_s=args.run_timeout,
+        fast_jvm=not args.no_fast_jvm,
+        results=args.results,
+        work=args.work,
+    )
+    return run(options, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,407 @@
+"""One harness run: a source snapshot, ``airflow standalone`` per mode, N kill trials each, results written."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.kill_trials import processes
+from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
+from bench.kill_trials.outcome import EXPECTED_ROWS, TrialRecord, classify, passed
+from bench.kill_trials.standalone import VENV_BIN, Standalone, airflow_env, free_port
+from bench.kill_trials.table import render
+
+REPO = Path(__file__).resolve().parents[2]
+DAG_ID = "kill_trial"
+SLOW = "slow_rows"
+CONSUMER = "consume"
+ORPHAN_WAIT_S = 15.0
+MODE_ENV = {
+    "cold": {"AIRFLOW__FINEGRAINED__WARM_POOL": "off"},
+    "warm": {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "3600"},
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    trials: int
+    modes: tuple[str, ...]
+    label: str
+    source: str
+    kill_delay_s: float
+    row_sleep_s: float
+    run_timeout_s: float
+    fast_jvm: bool
+    results: Path
+    work: Path
+
+
+def log(message: str) -> None:
+    print(f"[kill-trials {datetime.now(UTC).strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def snapshot_source(source: str, target: Path) -> tuple[str, Path | None]:
+    """The provider's code the trials run: ``worktree`` (the checkout as it is) or a git revision exported
+    to ``target`` (put first on PYTHONPATH, so commits landing meanwhile do not change a running harness)."""
+    if source == "worktree":
+        return "worktree of " + _git("rev-parse", "--short", "HEAD") + " (uncommitted changes included)", None
+    commit = _git("rev-parse", source)
+    target.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "archive", commit, "airflow_provider_finegrained"], cwd=REPO, check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return commit, target
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def install_dag(dags: Path, row_sleep_s: float) -> None:
+    dags.mkdir(parents=True, exist_ok=True)
+    text = (Path(__file__).parent / "trial_dag.py").read_text()
+    text = re.sub(r"^ROW_SLEEP = .*$", f"ROW_SLEEP = {row_sleep_s!r}", text, flags=re.M)
+    (dags / "kill_trial.py").write_text(text)
+
+
+def fast_jvm_options() -> str | None:
+    """The test suite's JVM start-up options (class-data archive, C1 only), when its archive exists."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from tests.jvm_start import archive_path, java_tool_options
+
+        archive = archive_path()
+        return java_tool_options(archive) if archive.is_file() else None
+    except Exception:
+        return None
+
+
+# -- the warm pool's Spark jobs (its status API)
+
+
+def pool_jobs(root: Path) -> list[dict[str, Any]]:
+    """Every Spark job of the embedded default's warm pool(s), from the pool's status API; [] without a pool."""
+    jobs: list[dict[str, Any]] = []
+    for state_file in root.glob("_warm/*/pool.json"):
+        try:
+            state = json.loads(state_file.read_text())
+            ui = str(state.get("ui_url") or "").rstrip("/")
+            if not ui:
+                continue
+            app = state.get("application_id") or _get_json(f"{ui}/api/v1/applications")[0]["id"]
+            jobs += _get_json(f"{ui}/api/v1/applications/{app}/jobs")
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return jobs
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _is_slow_stage_job(job: dict[str, Any]) -> bool:
+    text = " ".join(
+        [str(tag) for tag in job.get("jobTags", [])] + [str(job.get("jobGroup", "")), str(job.get("description", ""))]
+    )
+    return SLOW in text
+
+
+def running_slow_jobs(root: Path) -> list[int]:
+    return sorted(
+        int(job["jobId"]) for job in pool_jobs(root) if job.get("status") == "RUNNING" and _is_slow_stage_job(job)
+    )
+
+
+# -- one trial
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, step_s: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step_s)
+    return condition()
+
+
+class Trigger:
+    """Triggers the next trial's run in the background while this one runs (the DAG's max_active_runs=1
+    queues it), so the CLI's start-up and the scheduling gap are not paid between trials."""
+
+    def __init__(self, standalone: Standalone, run_id: str) -> None:
+        self.run_id = run_id
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(standalone,), daemon=True)
+        self.thread.start()
+
+    def _run(self, standalone: Standalone) -> None:
+        try:
+            standalone.cli("dags", "trigger", DAG_ID, "--run-id", self.run_id)
+        except BaseException as exc:  # re-raised by wait(), in the harness's thread
+            self.error = exc
+
+    def wait(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def run_id_for(options: Options, mode: str, number: int) -> str:
+    return f"{options.label}-{mode}-{number:02d}-{int(time.time())}"
+
+
+def run_trial(
+    standalone: Standalone,
+    root: Path,
+    mode: str,
+    number: int,
+    options: Options,
+    trigger: Trigger,
+    after_kill: Callable[[], None] = lambda: None,
+) -> TrialRecord:
+    """One trial of the run ``trigger`` started; ``after_kill`` (triggering the next run) is called once
+    the kill has been sent, or at the end when no kill happened."""
+    run_id = trigger.run_id
+    record = TrialRecord(mode=mode, trial=number, run_id=run_id, load_before=os.getloadavg()[0])
+    stage_folder = root / DAG_ID / run_id / SLOW
+    trigger.wait()
+    triggered = time.monotonic()
+    runner: psutil.Process | None = None
+    deadline = triggered + options.run_timeout_s
+    # The moment that breaks today: try 1 of the slow stage runs AND its Spark job has started writing
+    # (its attempt folder exists under the storage root).
+    while time.monotonic() < deadline:
+        task = standalone.task(DAG_ID, run_id, SLOW)
+        if task is not None and task[1] == "running" and task[2] == 1 and runner is None:
+            runner = processes.find_task_runner(task[0])
+        writing, _ = attempt_progress(stage_folder / "try=1")
+        if runner is not None and writing:
+            break
+        if standalone.run_state(DAG_ID, run_id) in ("success", "failed"):
+            record.notes.append("the run ended before the kill moment was reached")
+            break
+        time.sleep(0.5)
+    else:
+        record.notes.append(f"no kill moment within {options.run_timeout_s:.0f} s")
+    if runner is not None and attempt_progress(stage_folder / "try=1")[0]:
+        time.sleep(options.kill_delay_s)
+        _, files = attempt_progress(stage_folder / "try=1")
+        try:
+            snapshot = processes.Snapshot.of_tree(runner)
+            record.killed_tree = [processes.info(p) for p in processes.descendants(runner)[1:]]
+            killed = processes.info(runner)
+            if mode == "warm":
+                record.killed_try_jobs = running_slow_jobs(root)
+            runner.kill()
+            killed_at = time.monotonic()
+            record.killed = killed
+            after_kill()
+            after_kill = lambda: None  # noqa: E731
+        except psutil.NoSuchProcess:
+            record.notes.append("the task runner ended before it could be killed")
+        else:
+            record.seconds_to_kill = killed_at - triggered
+            record.kill_moment = (
+                f"try 1 running, its attempt folder present with {files} file(s) under it, "
+                f"{options.kill_delay_s:.0f} s after it appeared"
+            )
+            log(
+                f"{run_id}: SIGKILL to {killed.role} {killed.pid}; {len(record.killed_tree)} descendant(s); "
+                f"{record.kill_moment}"
+            )
+            time.sleep(max(0.0, killed_at + ORPHAN_WAIT_S - time.monotonic()))
+            record.orphans = processes.survivors(
+                snapshot, (f"[{run_id} try 1]",), exclude_pids={runner.pid} | processes.pool_pids(str(root))
+            )
+            if mode == "warm":
+                still = set(running_slow_jobs(root))
+                record.orphan_jobs = [job for job in record.killed_try_jobs if job in still]
+            if record.orphans or record.orphan_jobs:
+                log(
+                    f"{run_id}: alive {ORPHAN_WAIT_S:.0f} s after the kill: "
+                    f"{[(o.pid, o.role) for o in record.orphans]} jobs {record.orphan_jobs}"
+                )
+            ended = wait_for(
+                lambda: standalone.run_state(DAG_ID, run_id) in ("success", "failed"),
+                max(30.0, deadline - time.monotonic()),
+                step_s=1.0,
+            )
+            record.seconds_to_finish = time.monotonic() - killed_at
+            if not ended:
+                record.notes.append("the run had not ended at the harness's timeout")
+    else:
+        wait_for(
+            lambda: standalone.run_state(DAG_ID, run_id) in ("success", "failed"),
+            max(30.0, deadline - time.monotonic()),
+            step_s=1.0,
+        )
+    after_kill()
+    _settle_orphans(record)
+    record.run_state = standalone.run_state(DAG_ID, run_id)
+    record.slow_tries = standalone.tries(DAG_ID, run_id, SLOW)
+    record.markers = committed_markers(stage_folder)
+    record.leftovers = leftovers(stage_folder)
+    consumer = [m for m in committed_markers(root / DAG_ID / run_id / CONSUMER) if m.complete(m.claimed_rows)]
+    record.downstream_rows = consumer[-1].claimed_rows if consumer else None
+    record.load_after = os.getloadavg()[0]
+    verdict = "pass" if passed(record) else "FAIL"
+    log(
+        f"{run_id}: {verdict} {classify(record)} run={record.run_state} tries={record.slow_tries} "
+        f"markers={[m.describe() for m in record.markers]} downstream={record.downstream_rows}"
+    )
+    return record
+
+
+def _settle_orphans(record: TrialRecord) -> None:
+    """Orphans still alive when the run has ended are ended here, so that the next trial starts clean."""
+    for orphan in record.orphans:
+        try:
+            process = psutil.Process(orphan.pid)
+            if processes.cmdline(process)[:300] == orphan.cmdline:  # the same process, not a reused pid
+                process.kill()
+                record.notes.append(f"the harness ended orphan {orphan.pid} ({orphan.role}) after the run")
+        except psutil.NoSuchProcess:
+            continue
+
+
+# -- the whole harness run
+
+
+def run(options: Options, argv: Sequence[str]) -> int:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    home = options.work / f"kill-trials-{stamp}"
+    home.mkdir(parents=True)
+    commit, source_dir = snapshot_source(options.source, home / "src")
+    install_dag(home / "dags", options.row_sleep_s)
+    root = home / "finegrained" / "storage"
+    extra: dict[str, str] = {}
+    if source_dir is not None:
+        extra["PYTHONPATH"] = str(source_dir)  # ahead of the editable install's finder
+    jvm = fast_jvm_options() if options.fast_jvm else None
+    if jvm:
+        extra["JAVA_TOOL_OPTIONS"] = jvm
+    port = free_port()
+    log(f"home {home}, provider code {commit}, API port {port}")
+    records: list[TrialRecord] = []
+    context = {
+        "command": "bash bench/kill_trials.sh " + " ".join(shlex.quote(arg) for arg in argv),
+        "label": options.label,
+        "provider_code": commit,
+        "started_at": stamp,
+        "trials_per_mode": options.trials,
+        "modes": list(options.modes),
+        "kill_delay_s": options.kill_delay_s,
+        "row_sleep_s": options.row_sleep_s,
+        "expected_rows": EXPECTED_ROWS,
+        "fast_jvm": bool(jvm),
+        "cpus": os.cpu_count(),
+        "standalone_start_s": {},
+    }
+    subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"],
+        env=airflow_env(home, port, extra),
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    for mode in options.modes:
+        env = airflow_env(home, port, {**extra, **MODE_ENV[mode]})
+        standalone = Standalone(home, env)
+        try:
+            context["standalone_start_s"][mode] = round(standalone.start(), 1)  # type: ignore[index]
+            log(f"{mode}: airflow standalone ready")
+            if mode == "warm":  # started outside any task, so no killed task is its parent
+                started = time.monotonic()
+                subprocess.run(
+                    [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm", "start"],
+                    env=env,
+                    capture_output=True,
+                    timeout=300,
+                    check=True,
+                )
+                context["warm_pool_start_s"] = round(time.monotonic() - started, 1)
+                log(f"warm: pool started in {context['warm_pool_start_s']} s")
+            if not wait_for(lambda s=standalone: s.dag_ready(DAG_ID), 180, step_s=2):  # type: ignore[misc]
+                raise RuntimeError(f"DAG {DAG_ID} not parsed and unpaused after 180 s; see {standalone.log}")
+            run_mode(standalone, root, mode, options, context, records)
+        finally:
+            standalone.stop()
+            if mode == "warm":
+                subprocess.run(
+                    [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm", "stop"],
+                    env=env,
+                    capture_output=True,
+                    timeout=180,
+                    check=False,
+                )
+    context["ended_at"] = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    write_results(options, context, records)
+    log(f"results: {options.results / options.label}.json and .md")
+    return 0 if records and all(passed(record) for record in records) else 1
+
+
+def run_mode(
+    standalone: Standalone,
+    root: Path,
+    mode: str,
+    options: Options,
+    context: dict[str, Any],
+    records: list[TrialRecord],
+) -> None:
+    """The trials of one mode; each trial's kill triggers the next trial's run."""
+    following: list[Trigger] = [Trigger(standalone, run_id_for(options, mode, 1))]
+
+    def trigger_next(number: int) -> None:
+        if number < options.trials:
+            following.append(Trigger(standalone, run_id_for(options, mode, number + 1)))
+
+    for number in range(1, options.trials + 1):
+        if len(following) < number:  # the previous trial never triggered this one
+            trigger_next(number - 1)
+        trigger = following[number - 1]
+        records.append(
+            run_trial(standalone, root, mode, number, options, trigger, functools.partial(trigger_next, number))
+        )
+        write_results(options, context, records)
+
+
+def write_results(options: Options, context: dict[str, Any], records: Sequence[TrialRecord]) -> None:
+    options.results.mkdir(parents=True, exist_ok=True)
+    data = {"context": context, "trials": [record.to_dict() for record in records]}
+    (options.results / f"{options.label}.json").write_text(json.dumps(data, indent=1) + "\n")
+    (options.results / f"{options.label}.md").write_text(render_results(data))
+
+
+def render_results(data: dict[str, Any]) -> str:
+    """The markdown of a results JSON (also used to re-render without running)."""
+    context = data["context"]
+    records = [TrialRecord.from_dict(trial) for trial in data["trials"]]
+    loads = [r.load_before for r in records if r.load_before is not None]
+    lines = [
+        f"command: `{context['command']}`",
+        f"provider code: {context['provider_code']}",
+        f"started {context['started_at']}, ended {context.get('ended_at', '(running)')}",
+        f"{context['trials_per_mode']} trial(s) per mode; kill {context['kill_delay_s']} s after the slow stage's "
+        f"attempt folder appeared; {context['expected_rows']} rows, {context['row_sleep_s']} s of sleep per row",
+        f"machine: {context['cpus']} cores, 1-min load at the trials' starts {min(loads):.1f}-{max(loads):.1f}"
+        if loads
+        else f"machine: {context['cpus']} cores",
+    ]
+    return render(records, f"Kill trials: {context['label']}", lines)
