@@ -41,14 +41,87 @@ class LaunchSpec:
         object.__setattr__(self, "env", dict(self.env))
 
 
+REATTACHABLE_LAUNCHERS = frozenset({"standalone", "yarn", "kubernetes"})
+"""Launchers whose cluster deploy mode runs the driver on the cluster, where it outlives the submitting task."""
+
+_HANDLE_FIELDS = ("launcher", "app_name", "submission_id", "application_id", "driver_id", "master", "deploy_mode")
+
+
+def reattach_refusal(launcher: str, deploy_mode: str) -> str | None:
+    """Why an application of ``launcher`` in ``deploy_mode`` cannot outlive its task; None when it can."""
+    if launcher == "warm":
+        return "a warm region runs as Spark Connect sessions in the pool, whose client is the task itself"
+    if launcher not in REATTACHABLE_LAUNCHERS:
+        return f"the {launcher} launcher runs the driver as a child of the task"
+    if deploy_mode != "cluster":
+        return f"in {deploy_mode} deploy mode the driver is a child of the task and dies with it"
+    return None
+
+
 @dataclass(frozen=True)
 class LaunchHandle:
-    """What identifies a submitted application to its launcher; ids known at submission time only."""
+    """What identifies a submitted application to its launcher, and (``to_dict``) to a later process.
+
+    A handle rebuilt with ``from_dict`` is followed through ``launchers.remote`` (the cluster manager's
+    own records), since the process that submitted it may be gone.
+    """
 
     launcher: str
     app_name: str
     submission_id: str | None = None
     """The cluster manager's name for the submission when it is chosen up front (Kubernetes ``ns:pod``)."""
+    application_id: str | None = None
+    """Spark's (or YARN's) application id, once known."""
+    driver_id: str | None = None
+    """A standalone cluster-mode driver's id (``driver-…``), once the master named it."""
+    master: str = ""
+    deploy_mode: str = "client"
+    region_folder: str = ""
+    """The region folder (of the submitting try) the application reads its job from and records in."""
+    try_number: int = 0
+    """The task try that submitted it: its region folder and output fencing token are the application's."""
+    submitted_at: float = 0.0
+    """Wall-clock time of the submission (0 when unknown)."""
+
+    def identified(self) -> bool:
+        """Whether the cluster manager can be asked about the application from another process."""
+        if self.launcher == "standalone":
+            return self.driver_id is not None
+        if self.launcher == "yarn":
+            return self.application_id is not None
+        return self.submission_id is not None
+
+    @property
+    def remote_id(self) -> str:
+        """The id a cluster manager knows the application by (for messages)."""
+        return self.driver_id or self.application_id or self.submission_id or self.app_name
+
+    def to_dict(self) -> dict[str, str | int | float | None]:
+        """A JSON-able form, for the task state store and trigger arguments."""
+        return {name: getattr(self, name) for name in (*_HANDLE_FIELDS, "region_folder", "try_number", "submitted_at")}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LaunchHandle:
+        """The handle ``to_dict`` wrote; ValueError naming what is missing or wrong."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"launch handle: expected a mapping, got {type(data).__name__}")
+        missing = [k for k in ("launcher", "app_name", "try_number") if data.get(k) in (None, "")]
+        if missing:
+            raise ValueError(f"launch handle: {', '.join(missing)} missing in {sorted(data)}")
+        try_number = data["try_number"]
+        if isinstance(try_number, bool) or not isinstance(try_number, int) or try_number < 1:
+            raise ValueError(f"launch handle: try_number {try_number!r} is not a try number (an integer >= 1)")
+        optional = {k: None if data.get(k) is None else str(data[k]) for k in _HANDLE_FIELDS[2:5]}
+        return cls(
+            launcher=str(data["launcher"]),
+            app_name=str(data["app_name"]),
+            master=str(data.get("master") or ""),
+            deploy_mode=str(data.get("deploy_mode") or "client"),
+            region_folder=str(data.get("region_folder") or ""),
+            try_number=try_number,
+            submitted_at=float(data.get("submitted_at") or 0.0),
+            **optional,
+        )
 
 
 @dataclass(frozen=True)
