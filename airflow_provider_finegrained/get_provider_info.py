@@ -19,6 +19,17 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [__version__],
         "connection-types": connection_types(),
         "config": config_section(),
+        "integrations": [{"integration-name": "Fine-grained Spark", "tags": ["software"]}],
+        # Deferred tasks wait in these triggers: capacity to free, a cluster-mode region application to end.
+        "triggers": [
+            {
+                "integration-name": "Fine-grained Spark",
+                "python-modules": [
+                    "airflow_provider_finegrained.triggers.capacity",
+                    "airflow_provider_finegrained.triggers.region_application",
+                ],
+            }
+        ],
         "task-decorators": [
             {
                 "name": "spark_stage",
