@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,12 @@ from airflow_provider_finegrained.cli import cluster, report, size, warm
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m airflow_provider_finegrained", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    for add_parser in COMMANDS:
+        add_parser(commands)
+    return parser
+
+
+def add_plan_parser(commands: Any) -> None:
     plan = commands.add_parser("plan", help="print the parse-time plan of the stage DAGs in a file or folder")
     plan.add_argument("path", type=Path, help="a DAG file or a folder of DAG files")
     plan.add_argument("--dag-id", help="only this DAG")
@@ -30,15 +36,24 @@ def build_parser() -> argparse.ArgumentParser:
         "declares with all_sources_in_one_region(dag), as its runs do",
     )
     plan.set_defaults(fmt="table", handler=_plan)
-    size.add_parser(commands)
-    report.add_parser(commands)
-    cluster.add_parser(commands)
-    warm.add_parser(commands)
-    return parser
+
+
+COMMANDS: tuple[Callable[[Any], None], ...] = (
+    add_plan_parser,
+    size.add_parser,
+    report.add_parser,
+    cluster.add_parser,
+    warm.add_parser,
+)
+"""Each adds one command to an ``add_subparsers()`` object; the ``airflow finegrained`` group reuses them."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command parsed into ``args`` (its ``handler``); bad values print ``error: ...`` and give 2."""
     try:
         return int(args.handler(args))
     except ValueError as exc:
