@@ -3,13 +3,16 @@
 Mounted under :data:`URL_PREFIX` by the api-server. Plugin apps get no auth of their own, so every
 route depends on Airflow's ``requires_access_dag`` (the auth manager's ``is_authorized_dag`` for the
 ``dag_id`` in the path): no token -> 401, a user who may not read the DAG -> 403.
+
+Links in the pages start from the request's ASGI ``root_path``: the api-server sets it to the path of
+``[api] base_url`` and the mount adds :data:`URL_PREFIX`, so they hold with and without a base URL path.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.types import Receive, Scope, Send
 
@@ -50,14 +53,21 @@ def create_app() -> FastAPI:
         return JSONResponse(history_view(dag_id, load_history(dag_id, limit)).to_json())
 
     @app.get("/dags/{dag_id}/runs/{run_id:path}", dependencies=can_read, response_class=HTMLResponse)
-    def run_html(dag_id: str, run_id: str, task_id: str | None = None) -> HTMLResponse:
-        return HTMLResponse(run_page(_run(dag_id, run_id), URL_PREFIX, task_id=task_id))
+    def run_html(request: Request, dag_id: str, run_id: str, task_id: str | None = None) -> HTMLResponse:
+        return HTMLResponse(run_page(_run(dag_id, run_id), mounted_at(request), task_id=task_id))
 
     @app.get("/dags/{dag_id}/history", dependencies=can_read, response_class=HTMLResponse)
-    def history_html(dag_id: str, limit: Limit = DEFAULT_HISTORY_RUNS) -> HTMLResponse:
-        return HTMLResponse(history_page(history_view(dag_id, load_history(dag_id, limit)), URL_PREFIX))
+    def history_html(request: Request, dag_id: str, limit: Limit = DEFAULT_HISTORY_RUNS) -> HTMLResponse:
+        view = history_view(dag_id, load_history(dag_id, limit))
+        return HTMLResponse(history_page(view, mounted_at(request)))
 
     return app
+
+
+def mounted_at(request: Request) -> str:
+    """The path this app answers under, as the browser sees it: ``/airflow/finegrained`` when
+    ``[api] base_url`` is ``http://host/airflow``, ``/finegrained`` without a path in it."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
 
 
 class LazyApp:

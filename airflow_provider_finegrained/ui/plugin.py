@@ -8,21 +8,24 @@ from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_finegrained.ui.app import URL_PREFIX, LazyApp
 
+# No leading slash: the UI sets the iframe's src to the href as is, and resolves a relative one against its
+# <base href>, which is the path of [api] base_url ("/airflow/" under a prefix, "/" without one).
+_VIEW_PREFIX = URL_PREFIX.lstrip("/")
 RUN_TAB = {
     "name": "Fine-grained plan",
-    "href": URL_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}",
+    "href": _VIEW_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}",
     "destination": "dag_run",
     "url_route": "finegrained-run",
 }
 TASK_TAB = {
     "name": "Fine-grained plan",
-    "href": URL_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}?task_id={TASK_ID}",
+    "href": _VIEW_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}?task_id={TASK_ID}",
     "destination": "task_instance",
     "url_route": "finegrained-task",
 }
 HISTORY_TAB = {
     "name": "Fine-grained sizing",
-    "href": URL_PREFIX + "/dags/{DAG_ID}/history",
+    "href": _VIEW_PREFIX + "/dags/{DAG_ID}/history",
     "destination": "dag",
     "url_route": "finegrained-history",
 }

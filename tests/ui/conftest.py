@@ -24,6 +24,8 @@ from tests.ui.dag_text import DAG_FILE, DAG_ID, DAG_TEXT
 
 ROWS = (2_000, 20_000, 200_000)
 """Rows of the source stage per run: the consumer's input grows tenfold each time."""
+BASE_PATH = "/airflow"
+"""The path of ``[api] base_url`` of the prefixed api-server."""
 PASSWORDS = {"admin": "admin-pw", "outsider": "outsider-pw"}
 CHROMIUM_FLAGS = (
     "--headless",
@@ -91,9 +93,20 @@ def api_server(airflow_db: None, tmp_path_factory: pytest.TempPathFactory) -> It
     It reads the database per request: tests that need runs ask for ``sized_runs`` first, so the runs
     happen before the server starts and do not compete with it for the CPU.
     """
+    yield from serve(tmp_path_factory.mktemp("api-server"))
+
+
+@pytest.fixture
+def prefixed_api_server(airflow_db: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The same server with ``[api] base_url`` ending in the path ``/airflow`` (``Server.base`` includes it);
+    for one test only, so it is stopped before the module's other tests go on."""
+    yield from serve(tmp_path_factory.mktemp("api-server-prefixed"), path=BASE_PATH)
+
+
+def serve(work: Path, path: str = "") -> Iterator[Server]:
+    """Start the api-server with ``[api] base_url`` = ``http://127.0.0.1:PORT`` + ``path``; yield; stop it."""
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    work = tmp_path_factory.mktemp("api-server")
+    base = f"http://127.0.0.1:{port}{path}"
     (work / "passwords.json").write_text(json.dumps(PASSWORDS))
     env = {
         **os.environ,
@@ -170,6 +183,11 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def browser(api_server: Server) -> Iterator[Any]:
     """Headless Debian Chromium through chromedriver, logged in as ``admin`` (the api-server's JWT cookie)."""
+    yield from chromium(api_server)
+
+
+def chromium(server: Server) -> Iterator[Any]:
+    """Start Chromium logged in to ``server`` as ``admin``; yield the driver; quit."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -181,8 +199,8 @@ def browser(api_server: Server) -> Iterator[Any]:
     try:
         driver.set_page_load_timeout(120)
         # The login the UI does: a token from the auth manager, kept in the `_token` cookie.
-        driver.get(api_server.base + "/api/v2/version")
-        driver.add_cookie({"name": "_token", "value": api_server.token("admin"), "path": "/"})
+        driver.get(server.base + "/api/v2/version")
+        driver.add_cookie({"name": "_token", "value": server.token("admin"), "path": "/"})
         yield driver
     finally:
         driver.quit()

@@ -7,6 +7,7 @@ refreshes the docs) or a temporary folder.
 
 from __future__ import annotations
 
+import json
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
 from airflow_provider_finegrained.hooks.connection_form import FIELDS
-from tests.ui.conftest import Server
+from tests.ui.conftest import BASE_PATH, Server, chromium
 from tests.ui.dag_text import DAG_ID
 
 pytestmark = pytest.mark.slow
@@ -195,3 +196,52 @@ def test_connection_form_shows_every_field(browser: Any, api_server: Server, scr
             suggested.append(field.name)
     assert suggested
     browser.save_screenshot(str(screenshots / "ui-connection-form-extra.png"))
+
+
+def test_tabs_and_links_under_a_base_url_path(sized_runs: list[str], prefixed_api_server: Server) -> None:
+    """With ``[api] base_url = http://host:port/airflow`` every tab and link stays under ``/airflow``."""
+    from contextlib import contextmanager
+
+    from selenium.webdriver.support import expected_conditions as ec
+
+    server = prefixed_api_server
+    assert server.base.endswith(BASE_PATH)
+    mounted = f"{server.base}/finegrained"
+    run_id = quote(sized_runs[-1], safe="")
+    assert server.get(f"/finegrained/api/dags/{DAG_ID}/history", server.token("admin"))[0] == 200
+    with contextmanager(chromium)(server) as driver:
+        # The DAG run's tab: its iframe opens the run page under the prefix.
+        driver.get(f"{server.base}/dags/{DAG_ID}/runs/{run_id}")
+        tab = _wait(
+            driver, ec.element_to_be_clickable((_by("XPATH"), "//*[normalize-space(text())='Fine-grained plan']"))
+        )
+        tab.click()
+        frame = _wait(driver, ec.presence_of_element_located((_by("TAG_NAME"), "iframe")))
+        assert frame.get_attribute("src") == f"{mounted}/dags/{DAG_ID}/runs/{run_id}"
+        driver.switch_to.frame(frame)
+        _wait(driver, ec.presence_of_element_located((_by("CSS_SELECTOR"), "table.stages")))
+        json_link = driver.find_element(_by("LINK_TEXT"), "JSON")
+        assert json_link.get_attribute("href") == f"{mounted}/api/dags/{DAG_ID}/runs/{run_id}"
+        # Follow the page's link to the history: it loads, under the prefix.
+        driver.find_element(_by("LINK_TEXT"), "sizing over past runs").click()
+        sections = _wait(driver, ec.presence_of_all_elements_located((_by("CSS_SELECTOR"), "div.stage-plots")))
+        assert [s.get_attribute("data-stage") for s in sections] == STAGES
+        assert driver.execute_script("return location.href") == f"{mounted}/dags/{DAG_ID}/history"
+        # And from there the JSON of the history (the browser sends the login cookie).
+        driver.find_element(_by("LINK_TEXT"), "JSON").click()
+        body = _wait(driver, ec.presence_of_element_located((_by("TAG_NAME"), "pre")))
+        assert json.loads(body.text)["runs"][-len(sized_runs) :] == sized_runs
+        assert driver.execute_script("return location.href") == f"{mounted}/api/dags/{DAG_ID}/history"
+        driver.switch_to.default_content()
+
+        # The DAG's tab: the history page, under the prefix.
+        driver.get(f"{server.base}/dags/{DAG_ID}")
+        tab = _wait(
+            driver, ec.element_to_be_clickable((_by("XPATH"), "//*[normalize-space(text())='Fine-grained sizing']"))
+        )
+        tab.click()
+        frame = _wait(driver, ec.presence_of_element_located((_by("TAG_NAME"), "iframe")))
+        assert frame.get_attribute("src") == f"{mounted}/dags/{DAG_ID}/history"
+        driver.switch_to.frame(frame)
+        sections = _wait(driver, ec.presence_of_all_elements_located((_by("CSS_SELECTOR"), "div.stage-plots")))
+        assert [s.get_attribute("data-stage") for s in sections] == STAGES
