@@ -31,6 +31,7 @@ from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
     build_spark_submit_env,
+    spark_submit_command,
 )
 
 pytestmark = pytest.mark.slow
@@ -222,3 +223,48 @@ def test_failing_app_returns_its_code_and_traceback(tmp_path: Path) -> None:
     assert any("ValueError: stage exploded on purpose at 1" in line for line in lines)
     assert any("ValueError: stage exploded on purpose" in line for line in result.tail)
     assert len(result.tail) == 50
+
+
+def test_secret_properties_file_keeps_spark_defaults_and_precedence(tmp_path: Path) -> None:
+    """--properties-file with --load-spark-defaults: spark-defaults.conf still applies, under the file and --conf."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.finegrained.from.defaults yes\n"
+        "spark.finegrained.db.password from-defaults\n"
+        "spark.finegrained.public.setting from-defaults\n"
+    )
+    app = _write_app(
+        tmp_path,
+        "conf_app.py",
+        """
+        import json, sys
+        from pyspark.sql import SparkSession
+
+        conf = SparkSession.builder.getOrCreate().sparkContext.getConf()
+        keys = ["spark.finegrained.from.defaults", "spark.finegrained.db.password", "spark.finegrained.public.setting"]
+        print("CONF " + json.dumps({key: conf.get(key, None) for key in keys}), flush=True)
+        """,
+    )
+    check_java()
+    request = SubmitRequest(
+        application=str(app),
+        master="local[1]",
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.finegrained.db.password": "from-the-file",
+            "spark.finegrained.public.setting": "from-conf",
+        },
+        env={"SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": REPO_ROOT, "SPARK_CONF_DIR": str(conf_dir)},
+    )
+    lines: list[str] = []
+    with spark_submit_command(request) as command:
+        assert "from-the-file" not in " ".join(command)
+        result = run_spark_submit(command, build_spark_submit_env(request), lines.append, timeout=SUBMIT_TIMEOUT_S)
+    assert result.returncode == 0, "\n".join(result.tail)
+    seen = json.loads(next(line for line in lines if line.startswith("CONF ")).removeprefix("CONF "))
+    assert seen == {
+        "spark.finegrained.from.defaults": "yes",
+        "spark.finegrained.db.password": "from-the-file",
+        "spark.finegrained.public.setting": "from-conf",
+    }
