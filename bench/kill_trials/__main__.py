@@ -24,8 +24,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--kill-delay",
         type=float,
-        default=3.0,
-        help="seconds between the attempt folder appearing and the kill (default 3)",
+        default=1.0,
+        help="seconds between the kill moment (see --kill-at-parts) and the kill (default 1)",
+    )
+    parser.add_argument(
+        "--kill-at-parts",
+        default="0,2",
+        help="part files the slow stage's attempt folder must hold before the kill, cycled over the trials "
+        "(default 0,2: odd trials kill as the job starts writing, even ones mid-write)",
     )
     parser.add_argument(
         "--row-sleep", type=float, default=2.0, help="seconds the slow stage sleeps per row (default 2)"
@@ -43,6 +49,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.trials < 1:
         parser.error(f"--trials {args.trials}: must be at least 1")
     args.modes = modes
+    given = args.kill_at_parts
+    try:
+        args.kill_at_parts = tuple(int(n) for n in given.split(","))
+        if min(args.kill_at_parts) < 0 or max(args.kill_at_parts) > 9:
+            raise ValueError
+    except ValueError:
+        parser.error(f"--kill-at-parts {given!r}: comma-separated whole numbers from 0 to 9")
     return args
 
 
@@ -58,6 +71,7 @@ def main(argv: list[str]) -> int:
         label=args.label,
         source=args.source,
         kill_delay_s=args.kill_delay,
+        kill_at_parts=args.kill_at_parts,
         row_sleep_s=args.row_sleep,
         run_timeout_s=args.run_timeout,
         fast_jvm=not args.no_fast_jvm,

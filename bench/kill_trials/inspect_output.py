@@ -104,9 +104,10 @@ def _describe(folder: Path, stage_folder: Path) -> str:
 
 
 def attempt_progress(try_folder: Path) -> tuple[bool, int]:
-    """Whether an attempt folder exists in ``try_folder`` and how many files are under it so far."""
+    """Whether an attempt folder exists in ``try_folder`` and how many part files are under it so far
+    (Spark's task files in ``_temporary`` included; ``.crc`` companions not)."""
     attempts = [path for path in try_folder.glob("attempt-*") if path.is_dir()] if try_folder.is_dir() else []
     if try_folder.parent.is_dir():  # protocol 1 staged beside the outputs
         attempts += [path for path in try_folder.parent.glob(".tmp-*") if path.is_dir()]
-    files = sum(1 for attempt in attempts for path in attempt.rglob("*") if path.is_file())
-    return bool(attempts), files
+    parts = sum(1 for attempt in attempts for path in attempt.rglob("part-*") if path.is_file())
+    return bool(attempts), parts

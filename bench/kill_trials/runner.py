@@ -44,6 +44,7 @@ class Options:
     label: str
     source: str
     kill_delay_s: float
+    kill_at_parts: tuple[int, ...]
     row_sleep_s: float
     run_timeout_s: float
     fast_jvm: bool
@@ -186,13 +187,15 @@ def run_trial(
     runner: psutil.Process | None = None
     deadline = triggered + options.run_timeout_s
     # The moment that breaks today: try 1 of the slow stage runs AND its Spark job has started writing
-    # (its attempt folder exists under the storage root).
+    # (its attempt folder exists under the storage root), with at least `parts` part files written when
+    # the trial kills mid-write (the retry's clean-up then deletes files the orphan already wrote).
+    parts = options.kill_at_parts[(number - 1) % len(options.kill_at_parts)]
     while time.monotonic() < deadline:
         task = standalone.task(DAG_ID, run_id, SLOW)
         if task is not None and task[1] == "running" and task[2] == 1 and runner is None:
             runner = processes.find_task_runner(task[0])
-        writing, _ = attempt_progress(stage_folder / "try=1")
-        if runner is not None and writing:
+        writing, written = attempt_progress(stage_folder / "try=1")
+        if runner is not None and writing and written >= parts:
             break
         if standalone.run_state(DAG_ID, run_id) in ("success", "failed"):
             record.notes.append("the run ended before the kill moment was reached")
@@ -202,7 +205,7 @@ def run_trial(
         record.notes.append(f"no kill moment within {options.run_timeout_s:.0f} s")
     if runner is not None and attempt_progress(stage_folder / "try=1")[0]:
         time.sleep(options.kill_delay_s)
-        _, files = attempt_progress(stage_folder / "try=1")
+        _, written = attempt_progress(stage_folder / "try=1")
         try:
             snapshot = processes.Snapshot.of_tree(runner)
             record.killed_tree = [processes.info(p) for p in processes.descendants(runner)[1:]]
@@ -219,8 +222,8 @@ def run_trial(
         else:
             record.seconds_to_kill = killed_at - triggered
             record.kill_moment = (
-                f"try 1 running, its attempt folder present with {files} file(s) under it, "
-                f"{options.kill_delay_s:.0f} s after it appeared"
+                f"try 1 running, its attempt folder present with {written} part file(s) under it "
+                f"({options.kill_delay_s:.0f} s after {'it appeared' if parts == 0 else f'{parts} were there'})"
             )
             log(
                 f"{run_id}: SIGKILL to {killed.role} {killed.pid}; {len(record.killed_tree)} descendant(s); "
@@ -308,6 +311,7 @@ def run(options: Options, argv: Sequence[str]) -> int:
         "trials_per_mode": options.trials,
         "modes": list(options.modes),
         "kill_delay_s": options.kill_delay_s,
+        "kill_at_parts": list(options.kill_at_parts),
         "row_sleep_s": options.row_sleep_s,
         "expected_rows": EXPECTED_ROWS,
         "fast_jvm": bool(jvm),
@@ -393,13 +397,15 @@ def render_results(data: dict[str, Any]) -> str:
     """The markdown of a results JSON (also used to re-render without running)."""
     context = data["context"]
     records = [TrialRecord.from_dict(trial) for trial in data["trials"]]
+    kill_at = " or ".join(str(n) for n in context.get("kill_at_parts", [0]))
     loads = [r.load_before for r in records if r.load_before is not None]
     lines = [
         f"command: `{context['command']}`",
         f"provider code: {context['provider_code']}",
         f"started {context['started_at']}, ended {context.get('ended_at', '(running)')}",
         f"{context['trials_per_mode']} trial(s) per mode; kill {context['kill_delay_s']} s after the slow stage's "
-        f"attempt folder appeared; {context['expected_rows']} rows, {context['row_sleep_s']} s of sleep per row",
+        f"attempt folder appeared with at least {kill_at} part file(s) in it (cycled over the trials); "
+        f"{context['expected_rows']} rows in 10 files, {context['row_sleep_s']} s of sleep per row",
         f"machine: {context['cpus']} cores, 1-min load at the trials' starts {min(loads):.1f}-{max(loads):.1f}"
         if loads
         else f"machine: {context['cpus']} cores",

@@ -242,9 +242,19 @@ def test_the_installed_dag_gets_the_row_sleep(tmp_path: Path) -> None:
     assert "\nROW_SLEEP = 0.75\n" in text and "ROWS = 20" in text
 
 
+def test_kill_moments_cycle_over_the_trials() -> None:
+    assert parse(["--kill-at-parts", "0,2,4"]).kill_at_parts == (0, 2, 4)
+    assert parse([]).kill_at_parts == (0, 2)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["--modes", "cold,hot"], "unknown mode(s) ['hot']; allowed: cold, warm"), (["--trials", "0"], "at least 1")],
+    [
+        (["--modes", "cold,hot"], "unknown mode(s) ['hot']; allowed: cold, warm"),
+        (["--trials", "0"], "at least 1"),
+        (["--kill-at-parts", "0,x"], "--kill-at-parts '0,x': comma-separated whole numbers from 0 to 9"),
+        (["--kill-at-parts", "12"], "--kill-at-parts '12': comma-separated whole numbers from 0 to 9"),
+    ],
 )
 def test_bad_arguments_name_the_option(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
