@@ -91,8 +91,9 @@ def _airflow(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_airflow_cli_help_and_plan(airflow_db: None) -> None:
-    """The real ``airflow`` executable finds the group through provider discovery and runs ``plan``."""
+def test_airflow_cli_help_and_plan() -> None:
+    """The real ``airflow`` executable finds the group through provider discovery and runs ``plan``
+    (no database needed). Exit codes of a failing command: the in-process test above."""
     result = _airflow(GROUP, "--help")
     assert result.returncode == 0, result.stderr[-2000:]
     for name in COMMANDS:
@@ -104,7 +105,3 @@ def test_airflow_cli_help_and_plan(airflow_db: None) -> None:
     plan = json.loads(result.stdout)["tpch_plan"]
     assert plan["regions"][0]["stages"] == ["scan_lineitem", "filter_shipped"]
     assert plan["stages"]["scan_nation_region"]["fixed_parallelism"] == 1
-
-    result = _airflow(GROUP, "plan", str(EXAMPLE), "--dag-id", "nope")
-    assert result.returncode == 1
-    assert "no DAG 'nope' with stages" in result.stderr
