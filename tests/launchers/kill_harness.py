@@ -33,8 +33,14 @@ APP = textwrap.dedent(
     spark, work = stage.spark, sys.argv[1]
     conf = spark.sparkContext.getConf()
     keys = json.loads(sys.argv[2])
+    seen = {key: conf.get(key, None) for key in keys}
+    try:  # the driver's own parent-death signal (this runs in the driver process); None before the fix
+        from airflow_provider_finegrained.spark.parent_death import parent_death_signal
+        seen["driver_parent_death_signal"] = parent_death_signal()
+    except ImportError:
+        seen["driver_parent_death_signal"] = None
     with open(os.path.join(work, "seen.json.tmp"), "w") as handle:
-        json.dump({key: conf.get(key, None) for key in keys}, handle)
+        json.dump(seen, handle)
     os.replace(os.path.join(work, "seen.json.tmp"), os.path.join(work, "seen.json"))
 
     def slow(rows):

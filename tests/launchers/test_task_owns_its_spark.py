@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -107,7 +108,8 @@ def test_no_secret_on_any_command_line_yet_the_driver_sees_them(region: RunningR
     assert "--properties-file" in jvm.cmdline()
     assert "spark.finegrained.kill.test=public-value" in jvm.cmdline()
     seen = json.loads((region.work / "seen.json").read_text())
-    assert seen == {**SECRETS, **PUBLIC}
+    # The driver asked for SIGKILL on its JVM's death (runtime/driver.py's start-up).
+    assert seen == {**SECRETS, **PUBLIC, "driver_parent_death_signal": signal.SIGKILL}
     # spark-submit read the file while starting; the launcher removed it once the application was named.
     assert glob.glob(str(region.work / "finegrained-conf-*")) == []
 
