@@ -30,6 +30,8 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        # `airflow finegrained ...`: the same commands as `python -m airflow_provider_finegrained ...`.
+        "cli": ["airflow_provider_finegrained.cli.airflow_commands.get_cli_commands"],
         "task-decorators": [
             {
                 "name": "spark_stage",
