@@ -197,6 +197,9 @@ def run_trial(
         writing, written = attempt_progress(stage_folder / "try=1")
         if runner is not None and writing and written >= parts:
             break
+        if task is not None and task[2] > 1 and runner is None:
+            record.notes.append(f"try 1 ended on its own before the kill moment; try {task[2]} is {task[1]}")
+            break
         if standalone.run_state(DAG_ID, run_id) in ("success", "failed"):
             record.notes.append("the run ended before the kill moment was reached")
             break

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,13 +70,23 @@ class Standalone:
                 start_new_session=True,
                 cwd=self.home,
             )
-        while READY_LINE not in self.log.read_text(errors="replace"):
+        # Its ready banner counts the scheduler, DAG processor and triggerer only; a task whose API server is
+        # not up yet fails its try on its own, so the API's health endpoint must answer too.
+        while READY_LINE not in self.log.read_text(errors="replace") or not self.api_healthy():
             if self.process.poll() is not None:
                 raise RuntimeError(f"airflow standalone exited ({self.process.returncode}); see {self.log}")
             if time.monotonic() - started > timeout_s:
                 raise TimeoutError(f"airflow standalone not ready after {timeout_s:.0f} s; see {self.log}")
             time.sleep(1)
         return time.monotonic() - started
+
+    def api_healthy(self) -> bool:
+        url = self.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].replace("/execution/", "/api/v2/monitor/health")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return int(response.status) == 200
+        except (OSError, ValueError):
+            return False
 
     def stop(self, grace_s: float = 15) -> None:
         """SIGINT (its own clean shutdown), then SIGTERM and SIGKILL to the whole process group."""

@@ -92,4 +92,7 @@ def render(records: Sequence[TrialRecord], title: str, context: Sequence[str] = 
         markdown_table(TRIAL_HEADER, trial_rows(records)),
         "",
     ]
+    notes = [f"- {record.mode} #{record.trial}: {note}" for record in records for note in record.notes]
+    if notes:
+        parts += ["Notes:", "", *notes, ""]
     return "\n".join(parts)

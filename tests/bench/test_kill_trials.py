@@ -212,7 +212,7 @@ def test_markdown_escapes_pipes_and_has_one_row_per_trial() -> None:
 
 
 def test_results_json_round_trips_into_the_same_markdown() -> None:
-    records = [good(), good(trial=2, orphans=[JVM])]
+    records = [good(), good(trial=2, orphans=[JVM], notes=["the harness ended orphan 4300 (spark-submit JVM)"])]
     data = {
         "context": {
             "command": "bash bench/kill_trials.sh --trials 2",
@@ -234,6 +234,7 @@ def test_results_json_round_trips_into_the_same_markdown() -> None:
     assert "| cold | 2 | 1/2 |" in text
     assert "command: `bash bench/kill_trials.sh --trials 2`" in text
     assert again["trials"][1]["failures"] == [ORPHAN_PROCESS] and again["trials"][1]["passed"] is False
+    assert text.endswith("Notes:\n\n- cold #2: the harness ended orphan 4300 (spark-submit JVM)\n")
 
 
 def test_the_installed_dag_gets_the_row_sleep(tmp_path: Path) -> None:
