@@ -24,6 +24,7 @@ Coercer = Callable[[str, object], object]
 """``(where, raw) -> typed value``; raises :class:`ConnectionSettingsError`."""
 
 WARM_POOL_MODES: Final = ("off", "auto")
+WARM_POOL_CONN_PREFIX: Final = "conn:"
 URL_SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # Airflow's own rule for connection ids (airflow.models.connection.RE_SANITIZE_CONN_ID, at most 250 chars).
 CONN_ID: Final = re.compile(r"^[\w#!()\-.:/\\]{1,250}$")
@@ -197,6 +198,14 @@ def warm_pool(where: str, raw: object) -> str:
     value = text(where, raw)
     if value in WARM_POOL_MODES:
         return value
+    if value.startswith(WARM_POOL_CONN_PREFIX):
+        # An external Spark Connect server named by an Airflow connection (its token in the password).
+        if not CONN_ID.fullmatch(value.removeprefix(WARM_POOL_CONN_PREFIX)):
+            fail(
+                f"{where}: {shown(raw)} does not name an Airflow connection; "
+                "allowed: conn:<conn_id> such as conn:spark_connect"
+            )
+        return value
     try:
         parts = urlsplit(value)
         # Spark Connect reads ;parameters only after a "/" (sc://host:port/;token=...).
@@ -207,7 +216,8 @@ def warm_pool(where: str, raw: object) -> str:
         fail(
             f"{where}: {shown(raw)} is not a warm-pool setting; allowed: "
             f"{', '.join(repr(m) for m in WARM_POOL_MODES)} or a Spark Connect URL like sc://spark-connect:15002 "
-            "(parameters after a '/': sc://spark-connect:15002/;token=...)"
+            "(parameters after a '/': sc://spark-connect:15002/;token=...) or conn:<conn_id>, an Airflow "
+            "connection to a Spark Connect server with its token as password"
         )
     return value
 

@@ -70,13 +70,15 @@ class WarmLauncher:
         if self._spec is None:
             raise RuntimeError("warm launcher: nothing was submitted")
         job = RegionJob.load(self._spec.job_path)
-        sessions = ConnectSessions(self.pool.url, self.pool.ui_url, own_pool=self.pool.folder is not None)
+        sessions = ConnectSessions(self.pool.url, self.pool.ui_url, token=self.pool.token)
         with self._lock:
             if self._killed:
                 raise LaunchCancelled(f"region {self._spec.region} was killed before it started")
             self._sessions = sessions
         clock = time.perf_counter()
-        with in_use(self.pool):
+        with in_use(self.pool) as lease:
+            # Each session is on the lease before it runs: if this process dies, the pool stops them.
+            sessions.on_session = lease.record_session
             failed = run_region_warm(job, sessions)
         application_id = sessions.application_id or self.pool.application_id
         if application_id:

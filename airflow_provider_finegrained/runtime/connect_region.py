@@ -4,7 +4,8 @@ The region's stages run in this process (the leader's Airflow task) as Spark Con
 long-lived server. Each stage gets a fresh session with its own settings; a stage the region reads in
 memory is kept as a global temporary view (shared by the server's sessions, over the same cached
 data) and dropped when the region ends. Killing the task interrupts the running stage's operations
-only: the pool and other sessions keep running.
+only: the pool and other sessions keep running. Each session is reported (``on_session``) before it
+runs anything, so the pool can interrupt it if this process dies without a word (SIGKILL).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from airflow_provider_finegrained.runtime.progress import connect_progress_lines
 from airflow_provider_finegrained.runtime.region_loop import run_stages
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
 from airflow_provider_finegrained.spark.submit import CONNECT_TOKEN_ENV, connect_client_env_restored
+from airflow_provider_finegrained.warm.auth import client_url
+
+SessionRecorder = Callable[[str, "str | None"], None]
+"""Called with a new session's id and user id before the session runs anything (``Lease.record_session``)."""
 
 # Spark Connect's errors for what needs the JVM of a classic driver (sparkContext, RDDs).
 _CLASSIC_ONLY = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED", "sparkContext", ".rdd")
@@ -29,10 +34,18 @@ _CLASSIC_ONLY = ("JVM_ATTRIBUTE_NOT_SUPPORTED", "NOT_IMPLEMENTED", "sparkContext
 class ConnectSessions:
     """Spark Connect sessions on ``url``, one per stage (see :class:`region_loop.Sessions`)."""
 
-    def __init__(self, url: str, ui_url: str | None = None, *, own_pool: bool = False) -> None:
-        self.url = url
+    def __init__(
+        self,
+        url: str,
+        ui_url: str | None = None,
+        *,
+        token: str | None = None,
+        on_session: SessionRecorder | None = None,
+    ) -> None:
+        self.url = url  # public: what is logged
         self.ui_url = ui_url
-        self.own_pool = own_pool  # a pool this provider started: no authentication
+        self._token = token  # the pool's pre-shared token; only in the URL the client connects with
+        self.on_session = on_session
         self.application_id = ""
         self.session_ids: dict[str, str] = {}
         self._views: dict[str, str] = {}
@@ -42,16 +55,32 @@ class ConnectSessions:
         self._interrupted = False
 
     def open(self, stage: StageJob) -> Any:
-        from pyspark.sql import SparkSession
-
         with self._lock:
             if self._interrupted:
                 raise InterruptedError(f"stage {stage.name!r} not started: the region's task was killed")
-            spark: Any = SparkSession.builder.remote(self.url).create()
+            spark: Any = self._session()
             self._current = spark
         self.session_ids[stage.name] = spark.session_id
         if not self.application_id:
             self.application_id = str(spark.conf.get("spark.app.id"))
+        return spark
+
+    @property
+    def authenticated(self) -> bool:
+        return self._token is not None
+
+    def _session(self) -> Any:
+        """A new Connect session, recorded before it runs anything (its first request creates it)."""
+        from pyspark.sql import SparkSession
+
+        spark: Any = SparkSession.builder.remote(client_url(self.url, self._token)).create()
+        if self.on_session is not None:
+            try:
+                # pyspark keeps the user id it sends on its client only; the pool needs it to address the session.
+                self.on_session(spark.session_id, getattr(spark.client, "_user_id", None))
+            except BaseException:
+                spark.stop()
+                raise
         return spark
 
     def close(self, spark: Any, stage: StageJob) -> None:
@@ -100,9 +129,7 @@ class ConnectSessions:
         """Drop the region's in-memory handovers from the server."""
         if not self._views:
             return
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.builder.remote(self.url).create()
+        spark = self._session()
         try:
             for view in self._views.values():
                 with contextlib.suppress(Exception):  # a view already gone is what we want
@@ -115,7 +142,8 @@ class ConnectSessions:
 
 def run_region_warm(job: RegionJob, sessions: ConnectSessions) -> str | None:
     """Run ``job``'s stages in the pool; the stage that failed, or None."""
-    with connect_client_env_restored(unset=CONNECT_TOKEN_ENV if sessions.own_pool else ()):
+    # With the pool's token in the URL, a token some other code left in the environment must not matter.
+    with connect_client_env_restored(unset=CONNECT_TOKEN_ENV if sessions.authenticated else ()):
         try:
             return run_stages(job, sessions)
         finally:

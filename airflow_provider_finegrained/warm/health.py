@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from airflow_provider_finegrained.spark.submit import CONNECT_TOKEN_ENV, connect_client_env_restored
-from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
+from airflow_provider_finegrained.secrets import REDACTED
+from airflow_provider_finegrained.spark.submit import connect_client_env_restored
+from airflow_provider_finegrained.warm.auth import client_url
+from airflow_provider_finegrained.warm.state import WarmPool, WarmPoolUnavailable
+
+SPARK_CONNECT_PORT = 15002
 
 
 def grpc_target(url: str) -> str:
@@ -13,16 +17,17 @@ def grpc_target(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme != "sc" or not parts.hostname:
         raise WarmPoolUnavailable(f"{url!r} is not a Spark Connect URL; allowed: e.g. sc://127.0.0.1:15002")
-    return f"{parts.hostname}:{parts.port or 15002}"
+    return f"{parts.hostname}:{parts.port or SPARK_CONNECT_PORT}"
 
 
-def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True, own_pool: bool = False) -> None:
+def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True, token: str | None = None) -> None:
     """Raise WarmPoolUnavailable (naming `url` and what failed) unless the server answers a trivial query.
 
     The channel must be ready within `timeout_s`; then ``spark.range(1).count()`` runs in a fresh
     Connect session, which is released afterwards. ``query=False`` checks the channel only: enough for
     a pool this provider started and already saw answer, and it keeps a warm stage's start short.
-    ``own_pool``: a pool this provider started (no authentication; see ``CONNECT_TOKEN_ENV``).
+    ``token``: the server's pre-shared token (a pool this provider started has one: ``WarmPool.token``);
+    without it a client uses ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` if that is set. Never logged.
     """
     import grpc  # type: ignore[import-untyped, unused-ignore]
 
@@ -38,23 +43,39 @@ def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True, own_po
         channel.close()
     if not query:
         return
-    with connect_client_env_restored(unset=CONNECT_TOKEN_ENV if own_pool else ()):
-        _query(url)
+    with connect_client_env_restored():
+        _query(url, token)
 
 
-def _query(url: str) -> None:
+def check_pool(pool: WarmPool, timeout_s: float = 5.0, *, query: bool = True) -> None:
+    """:func:`check_health` of ``pool`` with its token."""
+    check_health(pool.url, timeout_s, query=query, token=pool.token)
+
+
+def _query(url: str, token: str | None) -> None:
     from pyspark.sql import SparkSession
 
     try:
-        spark = SparkSession.builder.remote(url).create()
+        # The URL with the token is the client's only; messages name the public `url`.
+        spark = SparkSession.builder.remote(client_url(url, token)).create()
     except Exception as exc:
-        raise WarmPoolUnavailable(f"the Spark Connect server at {url} refused a session: {exc}") from None
+        raise WarmPoolUnavailable(
+            f"the Spark Connect server at {url} refused a session: {_scrub(exc, token)}"
+        ) from None
     try:
         count = spark.range(1).count()
     except Exception as exc:
-        raise WarmPoolUnavailable(f"the Spark Connect server at {url} failed a trivial query: {exc}") from None
+        raise WarmPoolUnavailable(
+            f"the Spark Connect server at {url} failed a trivial query: {_scrub(exc, token)}"
+        ) from None
     finally:
         # Releases the server-side session only; the server keeps running.
         spark.stop()
     if count != 1:
         raise WarmPoolUnavailable(f"the Spark Connect server at {url} counted {count} rows in range(1)")
+
+
+def _scrub(exc: BaseException, token: str | None) -> str:
+    """``exc``'s message, with the token masked should a client library ever echo it."""
+    text = str(exc)
+    return text.replace(token, REDACTED) if token else text

@@ -12,12 +12,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.spark.java import check_java
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, wait_gone
 from airflow_provider_finegrained.storage.locations import plain_name
+from airflow_provider_finegrained.warm.auth import new_token, remove_token, split_token, write_token
 from airflow_provider_finegrained.warm.health import check_health
 from airflow_provider_finegrained.warm.server import (
     PoolShape,
@@ -26,11 +28,13 @@ from airflow_provider_finegrained.warm.server import (
     server_command,
     server_env,
     server_master,
+    server_secret_conf,
 )
 from airflow_provider_finegrained.warm.state import (
     SERVER_LOG,
     SUPERVISOR_LOG,
     SUPERVISOR_MODULE,
+    Lease,
     WarmPool,
     WarmPoolUnavailable,
     hold_lease,
@@ -40,6 +44,7 @@ from airflow_provider_finegrained.warm.state import (
     pool_from_state,
     pool_processes,
     read_state,
+    remove_leases,
     remove_state,
     start_lock,
     touch_last_used,
@@ -48,6 +53,8 @@ from airflow_provider_finegrained.warm.state import (
 log = logging.getLogger(__name__)
 
 WARM_FOLDER = "_warm"
+CONN_PREFIX = "conn:"
+"""``warm_pool = conn:<conn_id>``: an external Spark Connect server named by an Airflow connection."""
 DEFAULT_START_TIMEOUT_S = 300.0
 DEFAULT_HEALTH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 60.0
@@ -114,6 +121,8 @@ def _kill_all(folder: str, grace_s: float = 30.0) -> bool:
     except ProcessTreeSurvivedError as exc:
         raise WarmPoolStopError(str(exc)) from exc
     remove_state(folder)
+    remove_token(folder)  # the next pool gets a token of its own
+    remove_leases(folder)
     return bool(found)
 
 
@@ -145,7 +154,7 @@ def ensure_started(
             if same or live_leases(folder):
                 try:
                     # It answered a query when it started and its supervisor watches the JVM: the channel will do.
-                    check_health(pool.url, health_timeout_s, query=False)
+                    check_health(pool.url, health_timeout_s, query=False, token=pool.token)
                     touch_last_used(folder)
                     return pool
                 except WarmPoolUnavailable as exc:
@@ -163,8 +172,14 @@ def _start(
 ) -> WarmPool:
     check_java(settings.java_home)
     port, ui_port = free_port(), free_port()
+    token = new_token()
+    write_token(folder, token)  # 0600: the tasks of this user read it; nobody else can
     spec = {
         "command": server_command(settings, shape, port, ui_port, folder),
+        # Secrets reach the server through its environment (the token) and a 0600 properties file the
+        # supervisor writes for the JVM's start-up (secret Spark settings): never its argv.
+        "token": token,
+        "secret_conf": server_secret_conf(settings),
         "url": f"sc://127.0.0.1:{port}",
         "port": port,
         "shape": shape.to_dict(),
@@ -186,7 +201,7 @@ def _start(
         )
     _children.append(supervisor)
     assert supervisor.stdin is not None
-    # Through stdin, so that secret Spark properties never land in a file.
+    # Through stdin, so that the token and secret Spark properties are on no command line.
     supervisor.stdin.write(json.dumps(spec).encode())
     supervisor.stdin.close()
     deadline = began + start_timeout_s
@@ -196,7 +211,7 @@ def _start(
             phase = None if state is None or state.get("supervisor_pid") != supervisor.pid else state.get("phase")
             if phase == "running" and state is not None:
                 pool = pool_from_state(folder, state)
-                check_health(pool.url, health_timeout_s, own_pool=True)
+                check_health(pool.url, health_timeout_s, token=pool.token)
                 touch_last_used(folder)
                 log.info("Warm pool started at %s in %.1f s (%s)", pool.url, time.monotonic() - began, folder)
                 return pool
@@ -258,25 +273,65 @@ def status(folder: str) -> dict[str, Any] | None:
 
 
 def pool_for(settings: Any) -> WarmPool | None:
-    """The pool a connection names: None for ``off``, the started pool for ``auto``, a checked ``sc://`` server."""
+    """The pool a connection names: None for ``off``, the started pool for ``auto``, a checked external server.
+
+    An external server is ``sc://host:port`` (a ``;token=`` in it is taken out of the URL the pool shows)
+    or ``conn:<conn_id>``, an Airflow connection whose host and port name the server and whose password
+    is its token.
+    """
     mode = settings.warm_pool
     if mode == "off":
         return None
     if mode == "auto":
         return ensure_started(settings)
-    check_health(mode, DEFAULT_HEALTH_TIMEOUT_S)
-    return WarmPool(url=mode, folder=None, shape=None, application_id=None, ui_url=None, started_at=0.0)
+    if mode.startswith(CONN_PREFIX):
+        url, token = external_from_connection(mode.removeprefix(CONN_PREFIX))
+    else:
+        url, token = split_token(mode)
+    check_health(url, DEFAULT_HEALTH_TIMEOUT_S, token=token)
+    return WarmPool(url=url, folder=None, shape=None, application_id=None, ui_url=None, started_at=0.0, token=token)
+
+
+def external_from_connection(conn_id: str) -> tuple[str, str | None]:
+    """``(sc://host:port, token)`` of an Airflow connection naming a Spark Connect server.
+
+    Host (``sc://`` optional) and port (default 15002) name the server; the password is the token; the
+    login, if any, is the Connect user id; extra ``use_ssl`` is passed on.
+    """
+    from airflow.sdk import BaseHook
+
+    from airflow_provider_finegrained.warm.health import SPARK_CONNECT_PORT
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as exc:
+        raise WarmPoolUnavailable(f"warm_pool: connection {conn_id!r} cannot be read: {exc}") from None
+    host = (conn.host or "").strip().removeprefix("sc://").strip("/")
+    if not host or "/" in host or ";" in host or ":" in host:
+        raise WarmPoolUnavailable(
+            f"warm_pool: connection {conn_id!r} has host {conn.host!r}; allowed: a host name or address "
+            "(sc:// optional, the port in the port field), e.g. spark-connect.example.com"
+        )
+    params = []
+    if conn.login:
+        params.append(f"user_id={quote(conn.login, safe='')}")
+    if str(conn.extra_dejson.get("use_ssl", "")).lower() in ("true", "1"):
+        params.append("use_ssl=true")
+    url = f"sc://{host}:{conn.port or SPARK_CONNECT_PORT}" + ("/;" + ";".join(params) if params else "")
+    return url, conn.password or None
 
 
 @contextlib.contextmanager
-def in_use(pool: WarmPool, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Iterator[WarmPool]:
+def in_use(pool: WarmPool, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Iterator[Lease]:
     """Hold a lease on `pool` while a region runs in it: the idle timer does not stop a leased pool.
 
-    Raises WarmPoolUnavailable if the pool has stopped since it was found (call ensure_started again).
-    An external server (no folder) is not the provider's to stop, so nothing is held.
+    Record each Connect session the region opens with ``lease.record_session``: if this process dies,
+    the pool's supervisor interrupts and releases them. Raises WarmPoolUnavailable if the pool has
+    stopped since it was found (call ensure_started again). An external server (no folder) is not the
+    provider's to stop, so nothing is held.
     """
     if pool.folder is None:
-        yield pool
+        yield Lease(pool)
         return
     with contextlib.ExitStack() as stack:
         # Under the start lock, which the idle stop also takes: the pool cannot stop between check and lease.
@@ -287,5 +342,5 @@ def in_use(pool: WarmPool, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Iterat
                     f"the warm pool {pool.url} in {pool.folder} is no longer running (idle timeout or stop); "
                     "start it again with ensure_started"
                 )
-            stack.enter_context(hold_lease(pool.folder))
-        yield pool
+            lease = stack.enter_context(hold_lease(pool.folder, pool))
+        yield lease

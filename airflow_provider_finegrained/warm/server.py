@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_finegrained.planning.capacity import WorkerShape, check_resource_stability
+from airflow_provider_finegrained.spark.properties_file import split_secret_conf
 from airflow_provider_finegrained.spark.submit import spark_submit_path, without_connect_client
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -130,7 +131,10 @@ def server_master(settings: Any) -> str:
 
 
 def server_command(settings: Any, shape: PoolShape, port: int, ui_port: int, folder: str) -> list[str]:
-    """``spark-submit --class SparkConnectServer`` (spark-submit knows the class needs no application jar)."""
+    """``spark-submit --class SparkConnectServer`` (spark-submit knows the class needs no application jar).
+
+    Only the public settings: the secret ones (:func:`server_secret_conf`) go through a properties file.
+    """
     command = [
         spark_submit_path(settings.spark_home),
         "--master",
@@ -142,10 +146,16 @@ def server_command(settings: Any, shape: PoolShape, port: int, ui_port: int, fol
         "--class",
         SERVER_CLASS,
     ]
-    conf = server_conf(settings, shape, port, ui_port, folder)
+    conf, _ = split_secret_conf(server_conf(settings, shape, port, ui_port, folder))
     for key in sorted(conf):
         command += ["--conf", f"{key}={conf[key]}"]
     return command
+
+
+def server_secret_conf(settings: Any) -> dict[str, str]:
+    """The server's secret Spark settings (the connection's ``spark_conf`` ones, e.g. ``spark.hadoop.*secret*``)."""
+    _, secret = split_secret_conf(settings.spark_conf)
+    return secret
 
 
 def server_env(settings: Any, base: dict[str, str] | None = None) -> dict[str, str]:

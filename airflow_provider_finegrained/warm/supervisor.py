@@ -1,9 +1,12 @@
 """The long-lived watcher of a warm pool: ``python -m airflow_provider_finegrained.warm.supervisor --folder F``.
 
 Started detached (a session of its own) by ``ensure_started``, which writes the launch spec (the
-server's command, port, shape, idle timeout) to its stdin, so nothing secret lands on disk. It owns the
-server JVM: starts it so that it dies with the supervisor (PR_SET_PDEATHSIG, even on SIGKILL), records
-it in ``pool.json``, stops it after the idle timeout with no lease held, and stops it when terminated.
+server's command, port, shape, idle timeout, token, secret settings) to its stdin, so no secret is on a
+command line. It owns the server JVM: starts it so that it dies with the supervisor (PR_SET_PDEATHSIG,
+even on SIGKILL) with the token in its environment and the secret settings in a 0600 properties file
+removed once the server is up, records it in ``pool.json``, stops it after the idle timeout with no
+lease held, and stops it when terminated. It polices the leases: a region whose holder died (or whose
+heartbeat went stale) has its Connect sessions interrupted and released.
 """
 
 from __future__ import annotations
@@ -18,18 +21,24 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
+from airflow_provider_finegrained.secrets import REDACTED
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes
+from airflow_provider_finegrained.spark.properties_file import properties_file_args, secret_properties_file
+from airflow_provider_finegrained.warm.auth import TOKEN_ENV, client_url
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import (
     SERVER_LOG,
+    ExpiredLease,
+    expire_leases,
     last_used,
     live_leases,
     remove_state,
@@ -69,6 +78,8 @@ class Supervisor:
         }
         self.server: subprocess.Popen[bytes] | None = None
         self._log_start = 0
+        self.token: str | None = spec.get("token")
+        self._client_loaded = threading.Event()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = True
@@ -81,22 +92,30 @@ class Supervisor:
         # The log is appended to across restarts: this server's lines start here.
         self._log_start = log.tell()
         parent = os.getpid()
-        self.server = subprocess.Popen(
-            self.spec["command"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=self.folder,
-            preexec_fn=lambda: _die_with(parent),  # single-threaded here, so preexec_fn is safe
-        )
-        log.close()
-        self.state["server_pid"] = self.server.pid
-        write_state(self.folder, self.state)
+        env = dict(os.environ)
+        if self.token:
+            env[TOKEN_ENV] = self.token  # Spark's spark.connect.authenticate.token falls back to it
         try:
-            if not self._wait_ready():
+            # The JVM reads the file while it starts; it is removed once the server listens.
+            with secret_properties_file(self.spec.get("secret_conf") or {}, self.folder) as properties:
+                self.server = subprocess.Popen(
+                    [*self.spec["command"], *properties_file_args(properties)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.folder,
+                    env=env,
+                    preexec_fn=lambda: _die_with(parent),  # single-threaded here, so preexec_fn is safe
+                )
+                log.close()
+                self.state["server_pid"] = self.server.pid
+                write_state(self.folder, self.state)
+                ready = self._wait_ready()
+            if not ready:
                 return 1
             self._watch()
         finally:
+            log.close()
             self._stop_server()
         return 0
 
@@ -169,6 +188,7 @@ class Supervisor:
             if self.server.poll() is not None:
                 self._fail(f"the server exited with code {self.server.returncode}")
                 return
+            self._police_leases()
             if self.idle_timeout > 0 and self._idle_for() >= self.idle_timeout and live_leases(self.folder) == 0:
                 # Decided under the start lock: a lease is only taken under it, so none can slip in now.
                 with start_lock(self.folder, 0) as held:
@@ -182,6 +202,54 @@ class Supervisor:
             time.sleep(POLL_S)
         self.state.update(phase="stopping", reason="terminated")
         write_state(self.folder, self.state)
+
+    def _police_leases(self) -> None:
+        """Stop the sessions of leases whose holder died or stopped beating; load the client when one is held."""
+        for lease in expire_leases(self.folder):
+            self._end_sessions(lease)
+        if not self._client_loaded.is_set() and live_leases(self.folder):
+            # pyspark's Connect client takes seconds to import (pandas): have it ready before a holder dies.
+            threading.Thread(target=_load_client, daemon=True).start()
+            self._client_loaded.set()
+
+    def _end_sessions(self, lease: ExpiredLease) -> None:
+        """Interrupt every operation of the lease's sessions in the server, then release the sessions."""
+        began = time.monotonic()
+        print(
+            f"lease {lease.name} (pid {lease.pid}) expired: {lease.reason}; "
+            f"interrupting {len(lease.sessions)} Connect session(s)",
+            flush=True,
+        )
+        from pyspark.sql.connect.client import DefaultChannelBuilder, SparkConnectClient
+
+        for session_id, user_id in lease.sessions:
+            url = client_url(self.state["url"], self.token, session_id=session_id, user_id=user_id)
+            client = SparkConnectClient(DefaultChannelBuilder(url))
+            try:
+                # Both, each on its own: releasing a session also ends its operations, should the interrupt
+                # fail (an operation caught between states); a session already gone is what we want.
+                interrupted = self._try(session_id, "interrupt", client.interrupt_all)
+                if interrupted is not None:
+                    print(f"session {session_id}: interrupted {len(interrupted or [])} operation(s)", flush=True)
+                if self._try(session_id, "release", client.release_session) is not None:
+                    print(f"session {session_id}: released", flush=True)
+            finally:
+                with contextlib.suppress(Exception):
+                    client.close()
+        print(f"lease {lease.name}: sessions stopped in {time.monotonic() - began:.1f} s", flush=True)
+
+    def _try(self, session_id: str, what: str, call: Callable[[], Any]) -> Any:
+        """``call()``, or None after printing why it failed (the token masked, first line only)."""
+        try:
+            result = call()
+        except Exception as exc:
+            text = str(exc).replace(self.token, REDACTED) if self.token else str(exc)
+            print(
+                f"session {session_id}: {what} failed: {type(exc).__name__}: {text.strip().splitlines()[:1]}",
+                flush=True,
+            )
+            return None
+        return True if result is None else result
 
     def _stop_server(self) -> None:
         """SIGTERM the server and its children (the JVM stops its context), SIGKILL what is left."""
@@ -203,6 +271,11 @@ class Supervisor:
         except ProcessTreeSurvivedError as exc:  # the pool's stop finds them again by their command line
             print(f"warm pool: {exc}", flush=True)
         self.server = None
+
+
+def _load_client() -> None:
+    with contextlib.suppress(Exception):
+        import pyspark.sql.connect.client  # noqa: F401
 
 
 def main(argv: Sequence[str] | None = None) -> int:

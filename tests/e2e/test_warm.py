@@ -170,7 +170,7 @@ def test_killing_a_warm_task_cancels_its_jobs_and_keeps_the_pool(warm_pool_folde
         assert time.monotonic() < deadline, "the killed stage's job is still running in the pool"
         time.sleep(1)
     # The pool itself is untouched and still serves.
-    warm.check_health(pool.url)
+    warm.check_pool(pool)
     assert warm.status(warm_pool_folder)["url"] == pool.url
     storage = Path(os.environ["AIRFLOW_HOME"]) / "finegrained" / "storage" / "warm_killed"
     assert not list(storage.glob("*/spins/try=*")), "a killed try must publish nothing"

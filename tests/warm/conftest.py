@@ -14,6 +14,8 @@ from airflow_provider_finegrained.warm import WarmPool, ensure_started, stop
 from airflow_provider_finegrained.warm.server import FOLDER_CONF, SERVER_CLASS
 
 SMALL = {"total_cores": 1, "driver_memory": "1g"}
+SECRET_CONF = {"spark.hadoop.fs.s3a.secret.key": "hush-not-on-argv-4711"}
+"""A secret Spark setting the shared pool's server gets: it must reach it through its properties file."""
 
 
 def small_settings(storage: Path, **extra: object) -> ConnectionSettings:
@@ -54,7 +56,7 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
 def shared_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmPool]:
     root = tmp_path_factory.mktemp("warm-shared")
     folder = str(root / "pool")
-    pool = ensure_started(small_settings(root), folder, idle_timeout_s=0)
+    pool = ensure_started(small_settings(root, spark_conf=SECRET_CONF), folder, idle_timeout_s=0)
     try:
         yield pool
     finally:

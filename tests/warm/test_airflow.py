@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_finegrained.warm import check_health, status
+from airflow_provider_finegrained.warm.auth import read_token
 from airflow_provider_finegrained.warm.state import pool_processes
 from tests.e2e.conftest import load_dag, write_dag_file
 
@@ -78,7 +79,7 @@ def test_pool_started_by_a_task_outlives_it_and_the_stop_task_stops_it(dag_file:
     # The `airflow tasks test` process has exited; the pool it started still answers.
     info = status(folder)
     assert info is not None and info["alive"], info
-    check_health(info["url"])
+    check_health(info["url"], token=read_token(folder))
     stopped = tasks_test("warm_pool_stop")
     assert stopped.returncode == 0, (stopped.stdout + stopped.stderr)[-4000:]
     assert status(folder) is None and pool_processes(folder) == []

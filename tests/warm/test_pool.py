@@ -16,12 +16,15 @@ from airflow_provider_finegrained.warm import (
     WarmPool,
     WarmPoolUnavailable,
     check_health,
+    check_pool,
+    client_url,
     ensure_started,
     in_use,
     pool_for,
     status,
     stop,
 )
+from airflow_provider_finegrained.warm.auth import read_token
 from airflow_provider_finegrained.warm.server import free_port
 from airflow_provider_finegrained.warm.state import pool_processes
 from tests.warm.conftest import alive, server_jvms, small_settings, wait_until
@@ -41,7 +44,7 @@ print(json.dumps({"url": pool.url, "supervisor": status(folder)["supervisor_pid"
 
 def test_a_started_pool_is_healthy_and_recorded(shared_pool: WarmPool) -> None:
     assert shared_pool.folder is not None and shared_pool.url.startswith("sc://127.0.0.1:")
-    check_health(shared_pool.url)
+    check_pool(shared_pool)
     info = status(shared_pool.folder)
     assert info is not None and info["alive"] and info["phase"] == "running"
     assert info["url"] == shared_pool.url
@@ -62,8 +65,8 @@ def test_ensure_started_again_returns_the_running_pool(shared_pool: WarmPool) ->
 
 def test_a_lease_is_visible_while_held(shared_pool: WarmPool) -> None:
     assert shared_pool.folder is not None
-    with in_use(shared_pool) as pool:
-        assert pool is shared_pool
+    with in_use(shared_pool) as lease:
+        assert lease.pool is shared_pool and lease.path is not None
         assert status(shared_pool.folder)["leases"] == 1  # type: ignore[index]
     assert status(shared_pool.folder)["leases"] == 0  # type: ignore[index]
 
@@ -76,10 +79,17 @@ def test_an_unreachable_server_gives_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_an_external_server_is_checked_and_never_leased(shared_pool: WarmPool, tmp_path: Path) -> None:
-    pool = pool_for(small_settings(tmp_path, warm_pool=shared_pool.url))
-    assert pool is not None and (pool.url, pool.folder, pool.shape) == (shared_pool.url, None, None)
-    with in_use(pool):
-        pass
+    assert shared_pool.token is not None
+    # Its token given in the URL: taken out of the URL the pool shows, and used to connect.
+    pool = pool_for(small_settings(tmp_path, warm_pool=client_url(shared_pool.url, shared_pool.token)))
+    public = shared_pool.url.replace("127.0.0.1", "localhost")
+    assert pool is not None and (pool.url, pool.folder, pool.shape) == (public, None, None)
+    assert pool.token == shared_pool.token and shared_pool.token not in repr(pool)
+    with in_use(pool) as lease:
+        assert lease.path is None
+    # Without it, the pool refuses it.
+    with pytest.raises(WarmPoolUnavailable, match="UNAUTHENTICATED"):
+        pool_for(small_settings(tmp_path, warm_pool=shared_pool.url))
 
 
 def test_two_processes_start_one_pool_that_stops_when_idle_and_unleased(tmp_path: Path) -> None:
@@ -108,7 +118,7 @@ def test_two_processes_start_one_pool_that_stops_when_idle_and_unleased(tmp_path
     with in_use(pool):
         time.sleep(12)
         assert status(folder)["alive"]  # type: ignore[index]
-        check_health(pool.url)
+        check_pool(pool)
     wait_until(lambda: status(folder) is None, 90, "the idle pool to stop")
     assert pool_processes(folder) == [] and not alive(answers[0]["supervisor"])
     with pytest.raises(WarmPoolUnavailable, match="no longer running"), in_use(pool):
@@ -131,7 +141,7 @@ def test_sigkill_of_the_supervisor_takes_the_server_with_it_and_the_next_start_c
         pass
     second = ensure_started(settings, folder, idle_timeout_s=0)
     assert status(folder)["supervisor_pid"] != supervisor  # type: ignore[index]
-    check_health(second.url)
+    check_pool(second)
     assert stop(folder) is True
     assert pool_processes(folder) == [] and status(folder) is None
     assert stop(folder) is False
@@ -150,7 +160,7 @@ def test_cli_start_status_stop(tmp_path: Path) -> None:
     assert started.returncode == 0, started.stderr[-3000:]
     url = started.stdout.strip().splitlines()[-1]
     assert url.startswith("sc://127.0.0.1:")
-    check_health(url)
+    check_health(url, token=read_token(folder))
     shown = cli("status", "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["url"] == url and json.loads(shown.stdout)["master"] == "local[1]"

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.spark.standalone import StandaloneCluster, start_local_cluster
-from airflow_provider_finegrained.warm import WarmPool, ensure_started, stop
+from airflow_provider_finegrained.warm import WarmPool, client_url, ensure_started, stop
 from airflow_provider_finegrained.warm.state import pool_processes
 from tests.warm.conftest import wait_until
 
@@ -65,7 +65,7 @@ def test_pool_executors_scale_between_min_and_max(cluster: StandaloneCluster, tm
 
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.builder.remote(pool.url).create()
+        spark = SparkSession.builder.remote(client_url(pool.url, pool.token)).create()
         seen: list[int] = []
         # Two tasks that each sleep 20 s: the backlog asks for a second executor, never a third.
         job = threading.Thread(

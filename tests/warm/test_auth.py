@@ -1,0 +1,104 @@
+"""The warm pool's lock: its token, its file, the URLs clients connect with (no Spark started)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.warm import WarmPool
+from airflow_provider_finegrained.warm.auth import client_url, new_token, read_token, split_token, write_token
+from airflow_provider_finegrained.warm.server import server_command, server_secret_conf
+from airflow_provider_finegrained.warm.state import pool_from_state
+
+TOKEN = "s3cr3t-Tok_en"
+
+
+@pytest.mark.parametrize(
+    ("url", "token", "extra", "expected"),
+    [
+        # A loopback pool with a token is reached as localhost: pyspark speaks TLS to any other host.
+        ("sc://127.0.0.1:4242", TOKEN, {}, f"sc://localhost:4242/;token={TOKEN}"),
+        ("sc://localhost:4242", TOKEN, {}, f"sc://localhost:4242/;token={TOKEN}"),
+        ("sc://127.0.0.1:4242", None, {}, "sc://127.0.0.1:4242"),
+        ("sc://spark.example:443/;use_ssl=true", TOKEN, {}, f"sc://spark.example:443/;use_ssl=true;token={TOKEN}"),
+        ("sc://spark.example:443/;token=old", "new", {}, "sc://spark.example:443/;token=new"),
+        ("sc://127.0.0.1:1", "a;b=c/d", {}, "sc://localhost:1/;token=a%3Bb%3Dc%2Fd"),
+        (
+            "sc://127.0.0.1:1",
+            TOKEN,
+            {"session_id": "0b0e7c1e-6a1f-4d7e-9a57-1f3d1c1f2a3b", "user_id": "airflow"},
+            f"sc://localhost:1/;token={TOKEN};session_id=0b0e7c1e-6a1f-4d7e-9a57-1f3d1c1f2a3b;user_id=airflow",
+        ),
+    ],
+)
+def test_client_url(url: str, token: str | None, extra: dict[str, str], expected: str) -> None:
+    assert client_url(url, token, **extra) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "public", "token"),
+    [
+        ("sc://h:15002/;token=abc", "sc://h:15002", "abc"),
+        ("sc://h:15002/;user_id=u;token=a%3Bb;use_ssl=true", "sc://h:15002/;user_id=u;use_ssl=true", "a;b"),
+        ("sc://h:15002", "sc://h:15002", None),
+        ("sc://h:15002/;user_id=u", "sc://h:15002/;user_id=u", None),
+    ],
+)
+def test_split_token(url: str, public: str, token: str | None) -> None:
+    assert split_token(url) == (public, token)
+
+
+def test_the_token_file_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
+    old = os.umask(0)  # the widest umask: the file must still be 0600
+    try:
+        path = write_token(str(tmp_path), TOKEN)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert read_token(str(tmp_path)) == TOKEN
+    write_token(str(tmp_path), "second")
+    assert read_token(str(tmp_path)) == "second" and os.listdir(tmp_path) == ["token"]
+    assert len(new_token()) >= 43 and new_token() != new_token()
+
+
+def test_the_token_is_in_no_repr_and_no_pool_state(tmp_path: Path) -> None:
+    write_token(str(tmp_path), TOKEN)
+    pool = pool_from_state(str(tmp_path), {"url": "sc://127.0.0.1:1", "started_at": 1.0})
+    assert pool.token == TOKEN
+    assert TOKEN not in repr(pool)
+    assert pool == WarmPool("sc://127.0.0.1:1", str(tmp_path), None, None, None, 1.0)
+
+
+def test_secret_spark_settings_stay_off_the_server_command(tmp_path: Path) -> None:
+    from airflow_provider_finegrained.warm import pool_shape
+
+    conf = {"spark.hadoop.fs.s3a.secret.key": "hush", "spark.sql.session.timeZone": "UTC"}
+    settings = ConnectionSettings.embedded_default(
+        airflow_home=str(tmp_path), defaults={"total_cores": 1, "driver_memory": "1g", "spark_conf": conf}
+    )
+    command = server_command(settings, pool_shape(settings), 1, 2, "/f")
+    assert "spark.sql.session.timeZone=UTC" in command
+    assert not any("hush" in arg or "secret" in arg for arg in command)
+    assert server_secret_conf(settings) == {"spark.hadoop.fs.s3a.secret.key": "hush"}
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("conn:spark connect", "does not name an Airflow connection; allowed: conn:<conn_id>"),
+        ("conn:", "does not name an Airflow connection"),
+        ("on", "or conn:<conn_id>, an Airflow connection to a Spark Connect server"),
+    ],
+)
+def test_warm_pool_conn_setting_is_checked(tmp_path: Path, value: str, error: str) -> None:
+    from airflow_provider_finegrained.hooks.coercion import ConnectionSettingsError
+
+    with pytest.raises(ConnectionSettingsError, match=re.escape(error)):
+        ConnectionSettings.embedded_default(airflow_home=str(tmp_path), defaults={"warm_pool": value})
+    settings = ConnectionSettings.embedded_default(airflow_home=str(tmp_path), defaults={"warm_pool": "conn:my_pool"})
+    assert settings.warm_pool == "conn:my_pool"
