@@ -68,8 +68,13 @@ def cold(script: Path, repeats: int) -> list[tuple[float, float]]:
     return [_launch(command, env) for _ in range(repeats)]
 
 
-def warm_fresh_process(script: Path, url: str, repeats: int) -> list[tuple[float, float]]:
-    return [_launch([sys.executable, str(script), url], dict(os.environ)) for _ in range(repeats)]
+def warm_fresh_process(script: Path, pool: Any, repeats: int) -> list[tuple[float, float]]:
+    from airflow_provider_finegrained.warm.auth import TOKEN_ENV
+
+    # The pool's token through the environment, never argv; with a token pyspark needs "localhost" for 127.0.0.1.
+    url = pool.url.replace("127.0.0.1", "localhost")
+    env = {**os.environ, TOKEN_ENV: pool.token or ""}
+    return [_launch([sys.executable, str(script), url], env) for _ in range(repeats)]
 
 
 def client_import_s(repeats: int) -> float:
@@ -128,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         pool = warm.ensure_started(settings)
         pool_start_s = time.perf_counter() - clock
         try:
-            in_process = warm_in_process(pool.url, args.repeats + 1)
+            in_process = warm_in_process(warm.client_url(pool.url, pool.token), args.repeats + 1)
             imported = client_import_s(args.repeats)
-            fresh = warm_fresh_process(script, pool.url, args.repeats)
+            fresh = warm_fresh_process(script, pool, args.repeats)
             cold_runs = cold(script, args.repeats)
             idle = warm.status(pool.folder) or {}
         finally:
