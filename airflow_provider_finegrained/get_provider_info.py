@@ -30,6 +30,28 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "hooks": [
+            {
+                "integration-name": "Fine-grained Spark",
+                "python-modules": ["airflow_provider_finegrained.hooks.finegrained_spark"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Fine-grained Spark",
+                "python-modules": [
+                    "airflow_provider_finegrained.operators.spark_stage",
+                    "airflow_provider_finegrained.operators.warm_pool",
+                    "airflow_provider_finegrained.operators.declared_stage",
+                ],
+            }
+        ],
+        "extra-links": ["airflow_provider_finegrained.operators.links.SparkUILink"],
+        # Also registered through the airflow.plugins entry point (lazy discovery reads only that); Airflow
+        # registers a plugin name once.
+        "plugins": [
+            {"name": "finegrained", "plugin-class": "airflow_provider_finegrained.ui.plugin.FineGrainedPlugin"}
+        ],
         # `airflow finegrained ...`: the same commands as `python -m airflow_provider_finegrained ...`.
         "cli": ["airflow_provider_finegrained.cli.airflow_commands.get_cli_commands"],
         "task-decorators": [

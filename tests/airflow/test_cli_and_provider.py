@@ -39,6 +39,40 @@ def test_airflow_providers_list_shows_the_provider() -> None:
     assert providers["airflow-provider-finegrained"]["version"] == "0.1.0"
 
 
+@pytest.mark.parametrize(
+    ("listing", "expected"),
+    [
+        ("hooks", ["airflow_provider_finegrained.hooks.finegrained_spark.FineGrainedSparkHook"]),
+        (
+            "triggers",
+            [
+                "airflow_provider_finegrained.triggers.capacity",
+                "airflow_provider_finegrained.triggers.region_application",
+            ],
+        ),
+        ("links", ["airflow_provider_finegrained.operators.links.SparkUILink"]),
+    ],
+)
+def test_airflow_lists_the_providers_hooks_triggers_and_links(listing: str, expected: list[str]) -> None:
+    airflow = str(Path(sys.executable).parent / "airflow")
+    out = run(airflow, "providers", listing, "--output", "json").stdout
+    found = json.dumps(json.loads(out[out.index("[") :]))
+    for name in expected:
+        assert name in found
+
+
+def test_provider_info_lists_operators_and_the_plugin_as_airflows_providers_do() -> None:
+    import importlib
+
+    info = get_provider_info()
+    for group in info["operators"] + info["hooks"]:
+        for module in group["python-modules"]:
+            importlib.import_module(module)
+    (plugin,) = info["plugins"]
+    module, _, name = plugin["plugin-class"].rpartition(".")
+    assert getattr(importlib.import_module(module), name).name == plugin["name"]
+
+
 def test_example_dags_import_without_errors() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
