@@ -176,6 +176,38 @@ def test_killing_a_warm_task_cancels_its_jobs_and_keeps_the_pool(warm_pool_folde
     assert not list(storage.glob("*/spins/try=*")), "a killed try must publish nothing"
 
 
+def test_a_warm_task_killed_with_sigkill_has_its_job_stopped_by_the_pool(warm_pool_folder: str, tmp_path: Path) -> None:
+    # The task cannot interrupt anything: the pool sees its lease's holder die and stops its session.
+    from airflow_provider_finegrained import warm
+
+    write_dag_file("warm_killed.py", HEADER + KILLED)
+    pool = warm.ensure_started(embedded_settings())
+    assert pool.ui_url and pool.application_id
+    before = {job["jobId"] for job in _jobs(pool.ui_url, pool.application_id)}
+    log = tmp_path / "task.log"
+    task = start_task_test("warm_killed", "spins", log)
+    try:
+        deadline = time.monotonic() + 300
+        while not [
+            j for j in _jobs(pool.ui_url, pool.application_id) if j["status"] == "RUNNING" and j["jobId"] not in before
+        ]:
+            assert task.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the stage's Spark job never started"
+            time.sleep(1)
+        task.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        task.wait(timeout=60)
+    finally:
+        if task.poll() is None:
+            task.kill()
+    while any(j["status"] == "RUNNING" for j in _jobs(pool.ui_url, pool.application_id)):
+        assert time.monotonic() - killed_at < 15, "the SIGKILLed task's job is still running in the pool"
+        time.sleep(0.5)
+    supervisor_log = (Path(warm_pool_folder) / "supervisor.log").read_text()
+    assert f"(pid {task.pid}) expired: its holder died" in supervisor_log, supervisor_log[-2000:]
+    warm.check_pool(pool)
+
+
 ONE_STAGE = """
 def numbers(spark):
     return spark.range(0, 100)
