@@ -4,13 +4,18 @@ A short sequence, one step each below: gather the stages' inputs, decide (pure, 
 pick a launcher (the warm pool or the master URL's cluster manager), reserve capacity, launch, collect
 what the driver recorded, and publish each stage's trace (built once) where the region's other tasks
 find it. Which cluster manager is in use is the launcher's business only.
+
+In cluster deploy mode the application outlives the task on purpose: its handle goes to the task state
+store as soon as the cluster manager has named it, a retried leader reattaches to it instead of
+submitting again (Airflow's resumable-job pattern), and a deferrable leader leaves following it to
+``RegionApplicationTrigger``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
@@ -44,15 +49,19 @@ from airflow_provider_finegrained.launchers.base import (
     LaunchHandle,
     LaunchResult,
     LaunchSpec,
+    LaunchStatus,
     LogLike,
+    reattach_refusal,
 )
-from airflow_provider_finegrained.launchers.select import select
+from airflow_provider_finegrained.launchers.remote import RemoteApplication
+from airflow_provider_finegrained.launchers.select import select, submit_launcher
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import redact_mapping
+from airflow_provider_finegrained.spark.process import find_driver_id
 from airflow_provider_finegrained.spark.submit import spark_home
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
@@ -74,6 +83,24 @@ class TaskInstanceLike(Protocol):
     def xcom_push(self, key: str, value: Any) -> None: ...
 
     def xcom_pull(self, task_ids: str, key: str) -> Any: ...
+
+
+class StateStoreLike(Protocol):
+    """The task state store calls a region run makes (``context["task_state_store"]``, Airflow 3.3)."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def set(self, key: str, value: Any) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+APPLICATION_KEY = "finegrained_region_application"
+"""Task state store key of the region's cluster-mode application (``LaunchHandle.to_dict``).
+Renaming it breaks the reattach of tries already running."""
+
+FOLLOW_POLL_S = 2.0
+"""How often a leader that reattached without deferring asks the cluster manager about the application."""
 
 
 class LeaderLike(StageTaskLike, Protocol):
@@ -98,11 +125,13 @@ class RunContext:
     try_number: int
     raw: Mapping[str, Any]
     """The whole context, for rendering the other members' templates."""
+    state_store: StateStoreLike | None = None
+    """Survives the task's retries; None where Airflow offers none (then nothing can be reattached)."""
 
     @classmethod
     def of(cls, context: Mapping[str, Any]) -> RunContext:
         ti = context["ti"]
-        return cls(ti, str(context["run_id"]), int(ti.try_number), context)
+        return cls(ti, str(context["run_id"]), int(ti.try_number), context, context.get("task_state_store"))
 
 
 @dataclass(frozen=True)
@@ -111,6 +140,42 @@ class RegionOutcome:
 
     records: dict[str, OutputRecord]
     traces: dict[str, StageTrace]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the submitting leader knew of its run that the trace needs, carried through a deferral."""
+
+    carrier: dict[str, Any]
+    capacity: dict[str, Any] = field(default_factory=dict)
+    reduced_to_executors: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunFacts:
+        reduced = data.get("reduced_to_executors")
+        return cls(
+            dict(data.get("carrier") or {}),
+            dict(data.get("capacity") or {}),
+            None if reduced is None else int(reduced),
+            {str(k): float(v) for k, v in (data.get("timings") or {}).items()},
+        )
+
+
+class RegionDeferral(Exception):
+    """The leader stops following its cluster-mode application here; the operator defers to the trigger."""
+
+    def __init__(self, handle: LaunchHandle, facts: RunFacts) -> None:
+        super().__init__(f"region application {handle.remote_id} is followed by the triggerer")
+        self.handle = handle
+        self.facts = facts
+
+
+class _Detach(Exception):
+    """Raised from the output callback to stop following spark-submit once the application is named."""
 
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
@@ -130,6 +195,7 @@ class RegionRunner:
         context: Mapping[str, Any],
         waited_since: float | None = None,
         storage_options: dict[str, Any] | None = None,
+        deferrable: bool = False,
     ) -> None:
         self.leader = leader
         self.log = leader.log
@@ -151,18 +217,34 @@ class RegionRunner:
         self.folder = RegionFolder(
             settings.storage_root, self.dag.dag_id, self.run.run_id, region, self.run.try_number, self.storage_options
         )
+        self.deferrable = deferrable
         self.statuses: dict[str, StageStatus] = {}
         self._launcher: Launcher | None = None
         self._handle: LaunchHandle | None = None
+        self._remote: RemoteApplication | None = None
         self._killed = False
 
     # ------------------------------------------------------------------ the sequence
 
     def execute(self) -> RegionOutcome:
+        prior = self.prior_application()
+        if prior is not None:
+            handle, status = prior
+            reason = f"reattached to {handle.remote_id} submitted by try {handle.try_number}"
+            self.log.info(
+                "Region %s: %s (%s); not submitting again, collecting from %s",
+                self.region,
+                reason,
+                status.detail or status.state,
+                handle.region_folder,
+            )
+            facts = RunFacts(
+                {"mode": "cold", "reason": reason},
+                {"outcome": "reattached", "message": f"capacity was granted to try {handle.try_number}"},
+            )
+            return self.follow(handle, facts, status)
         self.folder.reset(self.members)
-        for member in self.members:
-            if member != self.leader.task_id:
-                self.tasks[member].render_template_fields(self.run.raw)
+        self.render_members()
         clock = time.perf_counter()
         inputs = {m: self.stage_inputs(m) for m in self.members}
         timings = {"inputs_s": time.perf_counter() - clock}
@@ -185,6 +267,11 @@ class RegionRunner:
         finally:
             grant.release()
 
+    def render_members(self) -> None:
+        for member in self.members:
+            if member != self.leader.task_id:
+                self.tasks[member].render_template_fields(self.run.raw)
+
     def log_lines(self, stage: str) -> list[str]:
         status = self.statuses.get(stage)
         return list(status.log) if status else []
@@ -192,9 +279,123 @@ class RegionRunner:
     def kill(self) -> None:
         """Stop the region's application wherever it runs (the launcher knows how)."""
         self._killed = True
-        launcher = self._launcher
-        if launcher is not None:
+        launcher, remote = self._launcher, self._remote
+        if remote is not None:  # reattached: no process of this try runs it
+            self.log.info("Region %s: %s", self.region, remote.kill())
+        elif launcher is not None:
             self.log.info("Region %s: %s", self.region, launcher.kill(self._handle))
+
+    # ------------------------------------------------------------------ 0. an application of an earlier try
+
+    def prior_application(self) -> tuple[LaunchHandle, LaunchStatus] | None:
+        """The cluster-mode application an earlier try left running or finished successfully; None when there
+        is none to reattach to (then the region is submitted anew, after the usual reset)."""
+        store = self.run.state_store
+        saved = store.get(APPLICATION_KEY) if store is not None else None
+        if not saved:
+            return None
+        try:
+            handle = LaunchHandle.from_dict(saved)
+            remote = RemoteApplication(self.settings, handle)
+        except ValueError as exc:
+            self.log.warning("Region %s: ignoring the stored application (%s); submitting anew", self.region, exc)
+            return None
+        if handle.master != self.settings.master:
+            self.log.warning(
+                "Region %s: the stored application %s ran on %s, the connection now names %s; submitting anew",
+                self.region,
+                handle.remote_id,
+                handle.master,
+                self.settings.master,
+            )
+            return None
+        status = remote.status()
+        if status.state in ("pending", "running", "succeeded"):
+            return handle, status
+        self.log.warning(
+            "Region %s: the application %s submitted by try %d ended %s (%s); submitting anew",
+            self.region,
+            handle.remote_id,
+            handle.try_number,
+            status.state,
+            status.detail,
+        )
+        return None
+
+    def remember(self, handle: LaunchHandle) -> None:
+        """Persist the application's handle where a retry of this task finds it."""
+        store = self.run.state_store
+        if store is None:
+            self.log.warning(
+                "Region %s: no task state store in this Airflow: a retry cannot reattach to %s",
+                self.region,
+                handle.remote_id,
+            )
+            return
+        store.set(APPLICATION_KEY, handle.to_dict())
+        self.log.info(
+            "Region %s: application %s of try %d recorded for reattach",
+            self.region,
+            handle.remote_id,
+            handle.try_number,
+        )
+
+    def forget(self) -> None:
+        """The application ended and was collected: a later try (or a cleared task) submits its own."""
+        if self.run.state_store is not None:
+            self.run.state_store.delete(APPLICATION_KEY)
+
+    # ------------------------------------------------------------------ 0b. follow an application not started here
+
+    def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> RegionOutcome:
+        """Collect the region from ``handle``'s application, which this process did not start (a retry that
+        reattached, or the leader back from its deferral): no reset, no capacity, no submit. The region folder
+        and output fencing token stay those of the try that submitted it."""
+        self.folder = RegionFolder(
+            self.settings.storage_root,
+            self.dag.dag_id,
+            self.run.run_id,
+            self.region,
+            handle.try_number,
+            self.storage_options,
+        )
+        self.render_members()
+        clock = time.perf_counter()
+        inputs = {m: self.stage_inputs(m) for m in self.members}
+        timings = {**facts.timings, "inputs_s": time.perf_counter() - clock}
+        # Decided again (pure and deterministic) for the trace, on the executors the application got.
+        decision = self.decide(inputs)
+        if facts.reduced_to_executors is not None:
+            smaller = reduced_profile(self.settings.cluster_profile(), decision.sizing, facts.reduced_to_executors)
+            decision = decide_region(self.plan, self.region, inputs, self.config_for, smaller)
+        self.push_region_info(handle.try_number)
+        self._remote = RemoteApplication(self.settings, handle)
+        if status is None or not status.done:
+            if self.deferrable:
+                raise RegionDeferral(handle, facts)
+            self.log.info("Region %s: following %s on %s", self.region, handle.remote_id, self.settings.master)
+            status = self._remote.wait(FOLLOW_POLL_S)
+        result = LaunchResult(
+            returncode=0 if status.state == "succeeded" else 1,
+            application_id=handle.application_id or status.application_id,
+            duration_s=time.time() - handle.submitted_at if handle.submitted_at else 0.0,
+            tail=(f"{handle.remote_id}: {status.detail or status.state}",),
+            driver_id=handle.driver_id,
+            killed=status.state == "killed",
+        )
+        run_facts = RegionRunFacts(
+            carrier=facts.carrier,
+            capacity=CapacityRecord(facts.capacity, facts.reduced_to_executors),
+            timings=timings,
+            launched_at=handle.submitted_at or time.time(),
+            launch=result,
+        )
+        app_conf = self.application_conf(submit_launcher(self.settings, self.log), decision)
+        outcome = self.collect(decision, run_facts, {m: redact_mapping(app_conf) for m in self.members})
+        self.forget()
+        ended = f"application {handle.remote_id} (submitted by try {handle.try_number}) ended {status.state}"
+        self.raise_for_failure(result, ended)
+        return outcome
 
     # ------------------------------------------------------------------ 1. inputs
 
@@ -332,18 +533,10 @@ class RegionRunner:
             conf=app_conf,
             timeout_s=self.leader.submit_timeout,
         )
-        self.run.ti.xcom_push(
-            key=REGION_KEY,
-            value={
-                "region": self.region,
-                "folder": self.folder.path,
-                "leader": self.leader.task_id,
-                "try_number": self.run.try_number,
-                "stages": list(self.members),
-            },
-        )
+        self.push_region_info(self.run.try_number)
         clock, launched = time.perf_counter(), time.time()
-        result = self.launch(launcher, spec)
+        carried = RunFacts(carrier.trace(), dict(capacity.trace), capacity.reduced_to_executors, dict(timings))
+        result = self.launch(launcher, spec, carried)
         facts = RegionRunFacts(
             carrier=carrier.trace(),
             capacity=capacity,
@@ -352,6 +545,7 @@ class RegionRunner:
             launch=result,
         )
         outcome = self.collect(decision, facts, spark_conf)
+        self.forget()  # collected: a retry from here on submits its own application
         self.raise_for_failure(result)
         return outcome
 
@@ -364,17 +558,82 @@ class RegionRunner:
             spark_hadoop_conf(scheme_of(self.settings.storage_root), self.storage_options),
         )
 
-    def launch(self, launcher: Launcher, spec: LaunchSpec) -> LaunchResult:
+    def push_region_info(self, try_number: int) -> None:
+        """Where the region's other tasks find its results (the folder of the try whose application ran)."""
+        self.run.ti.xcom_push(
+            key=REGION_KEY,
+            value={
+                "region": self.region,
+                "folder": self.folder.path,
+                "leader": self.leader.task_id,
+                "try_number": try_number,
+                "stages": list(self.members),
+            },
+        )
+
+    def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult:
         live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs
+        refusal = reattach_refusal(launcher.name, self.settings.deploy_mode)
+        if refusal is not None and self.deferrable:
+            self.log.info(
+                "Region %s: deferrable=True has no effect here (%s); the task follows it", self.region, refusal
+            )
+        remembered = False
+
+        def identify(driver_id: str | None = None, application_id: str | None = None) -> None:
+            # Runs in this (the task's) thread: the state store may be written from here.
+            nonlocal remembered
+            handle = self._handle
+            if refusal is not None or handle is None:
+                return
+            self._handle = handle = replace(
+                handle,
+                driver_id=handle.driver_id or driver_id,
+                application_id=handle.application_id or application_id,
+            )
+            if not handle.identified():
+                return
+            if not remembered:
+                self.remember(handle)
+                remembered = True
+            # A Kubernetes pod is named before it exists: stop following once Spark reported the application.
+            if self.deferrable and (handle.launcher != "kubernetes" or handle.application_id):
+                raise _Detach
 
         def on_line(line: str) -> None:
             self.log.info("%s", line)
             live.on_line(line)
+            if (driver_id := find_driver_id(line)) is not None:
+                identify(driver_id=driver_id)
+
+        def on_application(app_id: str) -> None:
+            live.on_application(app_id)
+            identify(application_id=app_id)
 
         if self._killed:
             raise RuntimeError(f"region {self.region} was killed before it was submitted")
-        self._handle = launcher.submit(spec, LaunchEvents(on_line=on_line, on_application=live.on_application))
-        return launcher.wait(self._handle)
+        handle = launcher.submit(spec, LaunchEvents(on_line=on_line, on_application=on_application))
+        self._handle = replace(
+            handle,
+            master=self.settings.master,
+            deploy_mode=self.settings.deploy_mode,
+            region_folder=self.folder.path,
+            try_number=self.run.try_number,
+            submitted_at=time.time(),
+        )
+        try:
+            identify()  # a Kubernetes driver pod is named up front
+            return launcher.wait(self._handle)
+        except _Detach:
+            # spark-submit (only following the driver, which runs on the cluster) was stopped by the raise;
+            # the application runs on. The triggerer follows it from here.
+            self.log.info(
+                "Region %s: %s runs on %s; the task defers while it runs",
+                self.region,
+                self._handle.remote_id,
+                self.settings.master,
+            )
+            raise RegionDeferral(self._handle, facts) from None
 
     # ------------------------------------------------------------------ 6. collect and publish
 
@@ -392,10 +651,11 @@ class RegionRunner:
             self.folder.write_trace(trace)
             traces[member] = trace
             if status and status.state == "success":
-                records[member] = OutputRecord.from_committed(member, status.output, self.run.try_number)
+                # The folder's try: the one whose application committed the output (under its fencing token).
+                records[member] = OutputRecord.from_committed(member, status.output, self.folder.try_number)
         return RegionOutcome(records, traces)
 
-    def raise_for_failure(self, result: LaunchResult) -> None:
+    def raise_for_failure(self, result: LaunchResult, ended: str | None = None) -> None:
         from airflow_provider_finegrained.operators.spark_stage import StageFailedError
 
         for line in result.diagnostics:
@@ -406,9 +666,10 @@ class RegionRunner:
                 f"region {self.region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
             )
         if result.returncode != 0:
+            ended = ended or f"spark-submit exited with code {result.returncode}"
             tail = "\n".join(result.tail[-20:])
             where = "\n".join(result.diagnostics[:5])
             raise StageFailedError(
-                f"region {self.region}: spark-submit exited with code {result.returncode} before the stages "
+                f"region {self.region}: {ended} before the stages "
                 f"reported (stages {list(self.members)}); last output lines:\n{tail}" + (f"\n{where}" if where else "")
             )

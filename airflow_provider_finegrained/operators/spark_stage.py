@@ -4,6 +4,9 @@ A stage is a Python function ``fn(spark, **inputs) -> DataFrame`` or a PySpark a
 :mod:`airflow_provider_finegrained.runtime.api`. The first stage of a pipelined region (its leader)
 runs the whole region as one Spark application; every other stage of the region reports its own part
 (log lines, XCom) from the region's results, so no stage's code runs twice.
+
+In cluster deploy mode the leader may defer while the region's application runs (``deferrable``), and a
+retried leader reattaches to the application an earlier try started (see ``operators.region_runner``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
-from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink, spark_ui_targets
+from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink, SparkUITargets, spark_ui_targets
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
 from airflow_provider_finegrained.planning.units import format_bytes
@@ -27,15 +30,29 @@ from airflow_provider_finegrained.planning.units import format_bytes
 if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
+    from airflow_provider_finegrained.operators.region_runner import RegionDeferral, RegionRunner, RunFacts
     from airflow_provider_finegrained.runtime.job import StageStatus
 
 OUTPUT_FORMATS = ("parquet", "orc")
+REGION_FAILURE_KEY = "finegrained_region_failure"
+"""XCom the leader pushes when its region fails: the stage that broke and why, for the region's other tasks."""
+APPLICATION_POLL_S = 5.0
+"""How often the trigger of a deferred leader asks the cluster manager about the region's application."""
 _PLAN_CACHE: dict[int, DagPlan] = {}
 _PLAN_LOCK = threading.Lock()
 
 
 class StageFailedError(RuntimeError):
     """A stage of a region failed; the message names the stage that broke."""
+
+
+def default_deferrable() -> bool:
+    """``[finegrained] default_deferrable``, else Airflow's ``[operators] default_deferrable``; False when unset."""
+    from airflow.sdk.configuration import conf
+
+    fallback = conf.getboolean("operators", "default_deferrable", fallback=False)
+    return bool(conf.getboolean("finegrained", "default_deferrable", fallback=fallback))
 
 
 def dag_plan(dag: Any) -> DagPlan:
@@ -74,6 +91,10 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
     :param warm: ``False`` runs this stage's region as an application of its own even when the
         connection has a warm pool (for stages that need SparkContext or RDD APIs, which Spark Connect
         cannot run). Default: the connection's ``warm_pool`` decides.
+    :param deferrable: in cluster deploy mode, the region's leader defers once its application is submitted
+        and a trigger follows it through the cluster manager, so no worker slot is held while it runs.
+        Ignored (with a log line saying why) in client and local mode and for warm regions. Default:
+        ``[finegrained] default_deferrable``, else ``[operators] default_deferrable``, else False.
     """
 
     template_fields: Sequence[str] = (
@@ -108,6 +129,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         finegrained_spark_conn_id: str = FineGrainedSparkHook.default_conn_name,
         submit_timeout: float | None = None,
         warm: bool | None = None,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -129,6 +151,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         self.finegrained_spark_conn_id = finegrained_spark_conn_id
         self.submit_timeout = submit_timeout
         self.warm = warm
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
         self._process: Any = None
         self.declare_stage(
             inputs=inputs,
@@ -144,10 +167,13 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         plan = dag_plan(self.dag)
         # Pushed first, so the UI draws the DAG's regions even for a run whose stages failed.
         context["ti"].xcom_push(key=PLAN_KEY, value=plan_to_dict(plan))
+        # A link target with no application until one is known: the Spark UI link is looked up when the task
+        # ends, and a missing XCom is logged as an error (noise in the log of a stage that failed early).
+        context["ti"].xcom_push(key=SPARK_UI_KEY, value=SparkUITargets(None).to_xcom())
         region = plan.stages[self.task_id].region
         leader = plan.regions[region][0]
         if self.task_id != leader:
-            return self._report_from_region(context, leader)
+            return self._report_from_region(context, region, leader)
         return self._run_region(context, plan, region, waited=None)
 
     def resume_after_capacity(
@@ -168,11 +194,40 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         plan = dag_plan(self.dag)
         return self._run_region(context, plan, plan.stages[self.task_id].region, waited=waited)
 
+    def execute_complete(self, context: Any, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Back from following the region's application in the triggerer: collect and publish its results."""
+        from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
+        from airflow_provider_finegrained.operators.region_runner import RunFacts
+
+        event = event or {}
+        try:
+            handle = LaunchHandle.from_dict(event.get("handle") or {})
+        except ValueError as exc:
+            raise AirflowFailException(f"stage {self.task_id!r}: resumed without its application: {exc}") from None
+        state, detail = str(event.get("status") or "unknown"), str(event.get("detail") or "")
+        plan = dag_plan(self.dag)
+        region = plan.stages[self.task_id].region
+        if state == "unknown":
+            message = (
+                f"stage {self.task_id!r}: lost track of region {region}'s application {handle.remote_id} on "
+                f"{handle.master}: {detail}; a retry asks the cluster manager again and reattaches if it still runs"
+            )
+            self._record_region_failure(context, None, message)
+            raise StageFailedError(message)
+        status = LaunchStatus(state, handle.application_id, handle.driver_id, detail)  # type: ignore[arg-type]
+        resume = (handle, RunFacts.from_dict(event.get("facts") or {}), status)
+        return self._run_region(context, plan, region, waited=None, resume=resume)
+
     def _run_region(
-        self, context: Any, plan: DagPlan, region: str, waited: Mapping[str, float] | None
+        self,
+        context: Any,
+        plan: DagPlan,
+        region: str,
+        waited: Mapping[str, float] | None,
+        resume: tuple[LaunchHandle, RunFacts, LaunchStatus] | None = None,
     ) -> dict[str, Any]:
         from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
-        from airflow_provider_finegrained.operators.region_runner import RegionRunner
+        from airflow_provider_finegrained.operators.region_runner import RegionDeferral, RegionRunner
 
         hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)
         settings = hook.get_settings()
@@ -184,14 +239,21 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             context,
             waited_since=(waited or {}).get("since"),
             storage_options=hook.storage_options(),
+            deferrable=self.deferrable,
         )
         self._process = runner
         try:
-            outcome = runner.execute()
+            outcome = runner.execute() if resume is None else runner.follow(*resume)
         except CapacityImpossible as exc:
+            self._record_region_failure(context, runner, str(exc))
             raise AirflowFailException(str(exc)) from None  # retrying cannot make a worker larger
         except CapacityWait as exc:
             self._defer_for_capacity(settings, exc, waited)
+        except RegionDeferral as deferral:
+            self._defer_for_application(deferral)
+        except Exception as exc:
+            self._record_region_failure(context, runner, str(exc))
+            raise
         finally:
             self._process = None
             # Also for a failed region: its application's UI is where to look for why.
@@ -227,16 +289,75 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             kwargs={"waited": {"since": since, "deadline": deadline}},
         )
 
+    def _defer_for_application(self, deferral: RegionDeferral) -> NoReturn:
+        from airflow_provider_finegrained.triggers.region_application import RegionApplicationTrigger
+
+        self.defer(
+            trigger=RegionApplicationTrigger(
+                conn_id=self.finegrained_spark_conn_id,
+                handle=deferral.handle.to_dict(),
+                facts=deferral.facts.to_dict(),
+                poll_interval=APPLICATION_POLL_S,
+            ),
+            method_name="execute_complete",
+        )
+
+    def _record_region_failure(self, context: Any, runner: RegionRunner | None, message: str) -> None:
+        """Tell the region's other tasks which stage broke, so each fails with one clear message."""
+        failed = next((s for s in (runner.statuses.values() if runner else ()) if s.state == "failed"), None)
+        try:
+            spark_ui = None
+            if runner is not None and failed is not None and failed.application_id:
+                spark_ui = spark_ui_targets(runner.settings, failed.application_id).to_xcom()
+            context["ti"].xcom_push(
+                key=REGION_FAILURE_KEY,
+                value={
+                    "stage": failed.stage if failed else self.task_id,
+                    "error": ((failed.error if failed else None) or message).splitlines()[0][:500],
+                    "spark_ui": spark_ui,
+                },
+            )
+        except Exception as exc:  # never hide the region's own failure behind this note's
+            self.log.warning("Could not record the region's failure for its other stages: %s", exc)
+
     def on_kill(self) -> None:
         runner = self._process
         if runner is not None:
             self.log.info("Task killed: stopping the Spark application and every process it started")
             runner.kill()
 
-    def _report_from_region(self, context: Any, leader: str) -> dict[str, Any]:
+    def _check_leader(self, context: Any, region: str, leader: str) -> None:
+        """Fail with one message naming the stage that broke and the leader when the region did not succeed.
+
+        Asked of Airflow before any XCom is pulled: pulling the results of a leader that failed would only add
+        "XCom not found" errors to this task's log.
+        """
+        ti = context["ti"]
+        run_id = str(context["run_id"])
+        states = ti.get_task_states(dag_id=self.dag_id, task_ids=[leader], run_ids=[run_id])
+        state = (states.get(run_id) or {}).get(leader)
+        if state == "success":
+            return
+        ran = f"stage {self.task_id!r} did not run: it belongs to region {region}, whose Spark application is run by"
+        if state == "failed":
+            failure = ti.xcom_pull(task_ids=leader, key=REGION_FAILURE_KEY) or {}
+            stage = failure.get("stage", leader)
+            if failure.get("spark_ui"):  # the failed application's UI is where to look for why
+                ti.xcom_push(key=SPARK_UI_KEY, value=failure["spark_ui"])
+            raise StageFailedError(
+                f"{ran} its leader {leader!r}, and the region failed in stage {stage!r}: "
+                f"{failure.get('error', 'see the log of ' + repr(leader))}"
+            )
+        raise StageFailedError(
+            f"{ran} its leader {leader!r}, which is {state or 'not run'}; it publishes the region's results "
+            f"when it succeeds (run {leader!r} first)"
+        )
+
+    def _report_from_region(self, context: Any, region: str, leader: str) -> dict[str, Any]:
         from airflow_provider_finegrained.runtime.job import StageStatus, read_json, status_path, trace_path
 
         ti = context["ti"]
+        self._check_leader(context, region, leader)
         region_info = ti.xcom_pull(task_ids=leader, key=REGION_KEY)
         if not region_info:
             raise StageFailedError(

@@ -1,0 +1,118 @@
+"""How a leader decides to reattach: the application its earlier try stored, as its cluster manager reports it.
+
+The master is an HTTP server on 127.0.0.1 answering ``/json/`` in the real shape; the task state store is a
+dict with the accessor's ``get``/``set``/``delete`` (the real one needs a running task; the whole path runs
+under real Airflow in tests/cluster/test_reattach.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+from airflow.sdk import DAG
+
+from airflow_provider_finegrained.launchers.base import LaunchHandle
+from airflow_provider_finegrained.operators.region_runner import APPLICATION_KEY, RegionRunner
+from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, dag_plan
+from tests.launchers.test_remote import DRIVER_ID, HANDLE, FakeManager, manager, standalone_settings  # noqa: F401
+
+
+class Store:
+    """The task state store's calls, on a dict."""
+
+    def __init__(self, **values: Any) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class TaskInstance:
+    try_number = 2
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        raise AssertionError("deciding pushes nothing")
+
+    def xcom_pull(self, task_ids: str, key: str) -> Any:
+        raise AssertionError("deciding pulls nothing")
+
+
+def runner(manager: FakeManager, tmp_path: Path, store: Store | None) -> RegionRunner:  # noqa: F811
+    with DAG("reattach_decision", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        stage = SparkStageOperator(task_id="only", python_callable=lambda spark: spark.range(1))
+    plan = dag_plan(dag)
+    settings = standalone_settings(manager.url, storage_root=str(tmp_path))
+    context = {"ti": TaskInstance(), "run_id": "run-1", "task_state_store": store}
+    return RegionRunner(stage, plan, plan.stages["only"].region, settings, context)
+
+
+@pytest.mark.parametrize(
+    ("driver_state", "reattaches"),
+    [
+        ("SUBMITTED", True),
+        ("RUNNING", True),
+        ("FINISHED", True),
+        ("FAILED", False),
+        ("ERROR", False),
+        ("KILLED", False),
+        ("UNKNOWN", False),
+        (None, False),  # the master does not know it
+    ],
+)
+def test_reattaches_only_to_an_application_running_or_finished_well(
+    manager: FakeManager,  # noqa: F811
+    tmp_path: Path,
+    driver_state: str | None,
+    reattaches: bool,
+) -> None:
+    if driver_state is not None:
+        manager.drivers[DRIVER_ID] = driver_state
+    found = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()})).prior_application()
+    if reattaches:
+        assert found is not None
+        handle, status = found
+        assert (handle, status.driver_id) == (HANDLE, DRIVER_ID)
+    else:
+        assert found is None
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        {"launcher": "standalone"},  # unreadable
+        dataclasses.replace(HANDLE, master="spark://elsewhere:7077").to_dict(),  # the connection changed
+        dataclasses.replace(HANDLE, deploy_mode="client").to_dict(),  # cannot be followed
+    ],
+)
+def test_nothing_to_reattach_to_submits_anew(
+    manager: FakeManager,  # noqa: F811
+    tmp_path: Path,
+    stored: dict[str, Any] | None,
+) -> None:
+    manager.drivers[DRIVER_ID] = "RUNNING"
+    store = Store() if stored is None else Store(**{APPLICATION_KEY: stored})
+    assert runner(manager, tmp_path, store).prior_application() is None
+    assert manager.requests == []  # nothing worth asking the master about
+
+
+def test_without_a_task_state_store_nothing_is_remembered(manager: FakeManager, tmp_path: Path) -> None:  # noqa: F811
+    run = runner(manager, tmp_path, None)
+    assert run.prior_application() is None
+    run.remember(HANDLE)  # logs that a retry cannot reattach; nothing to write to
+    store = Store()
+    run = runner(manager, tmp_path, store)
+    run.remember(HANDLE)
+    assert LaunchHandle.from_dict(store.values[APPLICATION_KEY]) == HANDLE
+    run.forget()
+    assert store.values == {}
