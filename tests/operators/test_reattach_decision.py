@@ -116,3 +116,47 @@ def test_without_a_task_state_store_nothing_is_remembered(manager: FakeManager, 
     assert LaunchHandle.from_dict(store.values[APPLICATION_KEY]) == HANDLE
     run.forget()
     assert store.values == {}
+
+
+class RecordingTaskInstance(TaskInstance):
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def stage_in_dag() -> SparkStageOperator:
+    with DAG("resume_events", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+        return SparkStageOperator(task_id="only", python_callable=lambda spark: spark.range(1), deferrable=True)
+
+
+def test_resuming_without_the_applications_handle_fails_clearly() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match="stage 'only': resumed without its application: launch handle"):
+        stage_in_dag().execute_complete({"ti": RecordingTaskInstance(), "run_id": "run-1"}, {"status": "succeeded"})
+
+
+def test_an_application_the_trigger_lost_track_of_fails_the_try_for_a_retry_to_ask_again() -> None:
+    from airflow_provider_finegrained.operators.spark_stage import REGION_FAILURE_KEY, StageFailedError
+
+    ti = RecordingTaskInstance()
+    event = {"status": "unknown", "detail": "the master did not answer", "handle": HANDLE.to_dict(), "facts": {}}
+    with pytest.raises(StageFailedError) as failure:
+        stage_in_dag().execute_complete({"ti": ti, "run_id": "run-1"}, event)
+    assert str(failure.value) == (
+        f"stage 'only': lost track of region region-1's application {DRIVER_ID} on spark://127.0.0.1:7077: "
+        "the master did not answer; a retry asks the cluster manager again and reattaches if it still runs"
+    )
+    assert ti.pushed[REGION_FAILURE_KEY]["stage"] == "only"  # for the region's other stages
+
+
+def test_deferrable_defaults_to_the_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    with DAG("deferrable_default", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+        assert SparkStageOperator(task_id="a", python_callable=print).deferrable is False
+        monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "true")
+        assert SparkStageOperator(task_id="b", python_callable=print).deferrable is True
+        monkeypatch.setenv("AIRFLOW__FINEGRAINED__DEFAULT_DEFERRABLE", "false")
+        assert SparkStageOperator(task_id="c", python_callable=print).deferrable is False
+        assert SparkStageOperator(task_id="d", python_callable=print, deferrable=True).deferrable is True
