@@ -49,6 +49,8 @@ from airflow_provider_finegrained.warm.state import (
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.5
 STOP_GRACE_S = 20.0
+RELEASE_ATTEMPTS = 3
+RELEASE_RETRY_S = 1.0
 _UI_RE = re.compile(r"Start Jetty (\S+):(\d+) for SparkUI")
 
 
@@ -231,8 +233,12 @@ class Supervisor:
                 interrupted = self._try(session_id, "interrupt", client.interrupt_all)
                 if interrupted is not None:
                     print(f"session {session_id}: interrupted {len(interrupted or [])} operation(s)", flush=True)
-                if self._try(session_id, "release", client.release_session) is not None:
-                    print(f"session {session_id}: released", flush=True)
+                for attempt in range(1, RELEASE_ATTEMPTS + 1):
+                    # An operation the dead client sent last may still be on its way to a final state.
+                    if self._try(session_id, f"release (attempt {attempt})", client.release_session) is not None:
+                        print(f"session {session_id}: released", flush=True)
+                        break
+                    time.sleep(RELEASE_RETRY_S)
             finally:
                 with contextlib.suppress(Exception):
                     client.close()

@@ -6,6 +6,7 @@ One real local Spark Connect server (the module's shared pool, started with a se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +133,9 @@ def active_tasks(pool: WarmPool) -> int:
     return sum(int(executor["activeTasks"]) for executor in executors)
 
 
-def kill_region_mid_job(pool: WarmPool, record: str, tmp_path: Path) -> tuple[int, float]:
-    """Start REGION, SIGKILL it once its job runs; (the job's id, when it was killed)."""
+@contextlib.contextmanager
+def region_signalled_mid_job(pool: WarmPool, record: str, tmp_path: Path, sig: int) -> Iterator[tuple[int, float]]:
+    """Start REGION, send it `sig` once its job runs; yield (the job's id, when); SIGKILL it on leaving."""
     assert pool.folder is not None
     before = {job["jobId"] for job in jobs(pool)}
     log = open(tmp_path / "region.log", "w")  # noqa: SIM115 - closed below
@@ -146,33 +149,37 @@ def kill_region_mid_job(pool: WarmPool, record: str, tmp_path: Path) -> tuple[in
         wait_until(running, 120, "the region's job to run in the pool")
         time.sleep(2)  # its tasks are in the UDF's sleep
         (job_id,) = [job["jobId"] for job in jobs(pool) if job["status"] == "RUNNING" and job["jobId"] not in before]
-        region.send_signal(signal.SIGKILL)
-        killed_at = time.monotonic()
-        region.wait()
+        region.send_signal(sig)
+        yield job_id, time.monotonic()
     finally:
-        if region.poll() is None:
-            region.kill()
-            region.wait()
+        region.kill()
+        region.wait()
         log.close()
-    return job_id, killed_at
+
+
+def kill_region_mid_job(pool: WarmPool, record: str, tmp_path: Path) -> tuple[int, float]:
+    """Start REGION, SIGKILL it once its job runs; (the job's id, when it was killed)."""
+    with region_signalled_mid_job(pool, record, tmp_path, signal.SIGKILL) as (job_id, killed_at):
+        return job_id, killed_at
+
+
+def job_stopped(pool: WarmPool, job_id: int) -> bool:
+    (job,) = [job for job in jobs(pool) if job["jobId"] == job_id]
+    return job["status"] != "RUNNING" and active_tasks(pool) == 0
 
 
 def test_a_killed_regions_job_is_cancelled_by_the_pool_within_seconds(shared_pool: WarmPool, tmp_path: Path) -> None:
     assert shared_pool.folder is not None
     job_id, killed_at = kill_region_mid_job(shared_pool, "record", tmp_path)
-
-    def stopped() -> bool:
-        (job,) = [job for job in jobs(shared_pool) if job["jobId"] == job_id]
-        return job["status"] != "RUNNING" and active_tasks(shared_pool) == 0
-
-    wait_until(stopped, 30, "the killed region's job to stop")
+    wait_until(lambda: job_stopped(shared_pool, job_id), 30, "the killed region's job to stop")
     took = time.monotonic() - killed_at
     (job,) = [job for job in jobs(shared_pool) if job["jobId"] == job_id]
     assert job["status"] == "FAILED", job  # cancelled: 4 rows of 60 s each would have run for minutes
     assert took < 10, f"the job stopped {took:.1f} s after its client was killed"
     log = (Path(shared_pool.folder) / "supervisor.log").read_text()
     assert "expired: its holder died; interrupting 1 Connect session(s)" in log
-    assert "interrupted 1 operation(s)" in log and "released" in log
+    session = (tmp_path / "region.log").read_text().split("running ", 1)[1].split()[0]
+    assert f"session {session}: interrupted 1 operation(s)" in log
     assert os.listdir(Path(shared_pool.folder) / "leases") == []
     assert shared_pool.token is not None and shared_pool.token not in log
     # The pool itself is untouched and serves the next region, its cores free.
@@ -203,3 +210,21 @@ def test_an_external_server_named_by_a_connection_gets_its_token_from_the_passwo
     assert "a-wrong-token-0815" not in str(wrong.value) and shared_pool.url in str(wrong.value)
     with pytest.raises(WarmPoolUnavailable, match="connection 'fg_no_such_pool' cannot be read"):
         pool_for(small_settings(tmp_path, warm_pool="conn:fg_no_such_pool"))
+
+
+def test_a_frozen_regions_lease_expires_without_heartbeat_and_its_job_is_cancelled(
+    shared_pool: WarmPool, tmp_path: Path
+) -> None:
+    from airflow_provider_finegrained.warm.state import LEASE_STALE_S
+
+    assert shared_pool.folder is not None
+    # SIGSTOP: the holder lives and keeps its lock, but its heartbeat stops.
+    with region_signalled_mid_job(shared_pool, "record", tmp_path, signal.SIGSTOP) as (job_id, stopped_at):
+        wait_until(lambda: job_stopped(shared_pool, job_id), LEASE_STALE_S + 20, "the frozen region's job to stop")
+        took = time.monotonic() - stopped_at
+        (job,) = [job for job in jobs(shared_pool) if job["jobId"] == job_id]
+        assert job["status"] == "FAILED", job
+        assert LEASE_STALE_S - 3 < took < LEASE_STALE_S + 15, took
+        log = (Path(shared_pool.folder) / "supervisor.log").read_text()
+        assert "expired: no heartbeat for" in log
+        assert os.listdir(Path(shared_pool.folder) / "leases") == []
