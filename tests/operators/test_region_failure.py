@@ -3,6 +3,7 @@ leader, and no "XCom not found" errors from pulling results the leader never pub
 
 Real Airflow (``dag.test``) and real Spark (the embedded local default). The region's second stage runs
 after its leader failed because its trigger rule says so; without one it would be ``upstream_failed``.
+The leader asks to be ``deferrable``, which local mode ignores with a log line saying why.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def last(spark, rows):
 
 
 with DAG("region_fails", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
-    first = Stage(task_id="first", python_callable=numbers)
+    first = Stage(task_id="first", python_callable=numbers, deferrable=True)
     second = Stage(task_id="second", python_callable=breaks, inputs={"rows": Input(first, mode="pipelined")},
                    trigger_rule="all_done")
     Stage(task_id="third", python_callable=last, inputs={"rows": Input(second, mode="pipelined")},
@@ -58,3 +59,8 @@ def test_the_other_stages_of_a_failed_region_name_the_stage_that_broke_and_the_l
             "is run by its leader 'first', and the region failed in stage 'second': ValueError: the second stage broke"
         ) in text
     assert "XCom not found" not in text
+    # Local mode cannot defer: the driver is the task's child.
+    assert (
+        "Region region-1: deferrable=True has no effect here (the local launcher runs the driver as a child of the "
+        "task); the task follows it"
+    ) in text
