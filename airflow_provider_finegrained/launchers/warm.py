@@ -43,6 +43,11 @@ class WarmLauncher:
     def __init__(self, settings: ConnectionSettings, pool: WarmPool, log: LogLike | None = None) -> None:
         self.settings = settings
         self.pool = pool
+        if pool.token:
+            # Defence in depth: should a client library ever echo the URL it connects with, the task log masks it.
+            from airflow.sdk.log import mask_secret
+
+            mask_secret(pool.token)
         self.log: LogLike = log or logging.getLogger(__name__)
         self._lock = threading.Lock()
         self._killed = False

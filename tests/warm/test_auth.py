@@ -102,3 +102,16 @@ def test_warm_pool_conn_setting_is_checked(tmp_path: Path, value: str, error: st
         ConnectionSettings.embedded_default(airflow_home=str(tmp_path), defaults={"warm_pool": value})
     settings = ConnectionSettings.embedded_default(airflow_home=str(tmp_path), defaults={"warm_pool": "conn:my_pool"})
     assert settings.warm_pool == "conn:my_pool"
+
+
+def test_the_warm_launcher_registers_the_pools_token_with_airflows_masker(tmp_path: Path) -> None:
+    from airflow.sdk._shared.secrets_masker import _secrets_masker
+
+    from airflow_provider_finegrained.launchers.warm import WarmLauncher
+
+    token = new_token()
+    pool = WarmPool("sc://127.0.0.1:1", str(tmp_path), None, None, None, 0.0, token=token)
+    line = f"connecting to {client_url(pool.url, token)}"
+    assert token in str(_secrets_masker().redact(line))
+    WarmLauncher(ConnectionSettings.embedded_default(airflow_home=str(tmp_path)), pool)
+    assert token not in str(_secrets_masker().redact(line))
