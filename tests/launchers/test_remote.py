@@ -80,6 +80,17 @@ def manager() -> Iterator[FakeManager]:
             else:
                 self._answer(404, {"RemoteException": {"message": "not found"}})
 
+        def do_PUT(self) -> None:
+            path = self.path.split("?")[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            fake.requests.append(("PUT", f"{path} {self.rfile.read(length).decode()}"))
+            app_id = path.removeprefix("/ws/v1/cluster/apps/").removesuffix("/state")
+            if app_id not in fake.apps:
+                self._answer(404, {"RemoteException": {"message": "not found"}})
+                return
+            fake.apps[app_id] = ("KILLED", "KILLED")
+            self._answer(200, {"state": "KILLED"})
+
         def log_message(self, format: str, *args: object) -> None:
             pass
 
@@ -228,6 +239,15 @@ def test_yarn_status_comes_from_the_resource_manager(
     status = RemoteApplication(yarn_settings(manager.url), handle).status()
     assert (status.state, status.application_id) == (state, APP_ID)
     assert manager.requests == [("GET", f"/ws/v1/cluster/apps/{APP_ID}")]
+
+
+def test_a_yarn_application_is_killed_through_the_resource_manager(manager: FakeManager) -> None:
+    manager.apps[APP_ID] = ("RUNNING", "UNDEFINED")
+    handle = LaunchHandle("yarn", "a", application_id=APP_ID, master="yarn", deploy_mode="cluster", try_number=1)
+    app = RemoteApplication(yarn_settings(manager.url), handle)
+    assert app.kill() == f"YARN application {APP_ID}: KILLED"
+    assert manager.requests == [("PUT", f'/ws/v1/cluster/apps/{APP_ID}/state {{"state": "KILLED"}}')]
+    assert app.status().state == "killed"
 
 
 def test_yarn_without_a_resource_manager_url_cannot_say() -> None:

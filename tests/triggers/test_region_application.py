@@ -82,3 +82,21 @@ def test_a_handle_it_cannot_follow_fires_unknown_at_once(conn_id: str) -> None:
     event = first_event(RegionApplicationTrigger(conn_id, {"launcher": "standalone"}, FACTS))
     assert event["status"] == "unknown"
     assert event["detail"].startswith("cannot follow the application: launch handle: app_name, try_number missing")
+
+
+def test_a_users_kill_of_the_deferred_task_kills_the_application(
+    manager: FakeManager,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_provider_finegrained.launchers.base import LaunchHandle
+
+    app_id = "application_1326821518301_0005"
+    manager.apps[app_id] = ("RUNNING", "UNDEFINED")
+    extra = {"yarn_resourcemanager_url": manager.url, "deploy_mode": "cluster", "total_cores": 4, "total_memory": "8g"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FG_YARN_APP", json.dumps({"conn_type": "finegrained_spark", "host": "yarn", "extra": extra})
+    )
+    handle = LaunchHandle("yarn", "a", application_id=app_id, master="yarn", deploy_mode="cluster", try_number=1)
+    asyncio.run(RegionApplicationTrigger("fg_yarn_app", handle.to_dict(), FACTS).on_kill())
+    assert ("PUT", f'/ws/v1/cluster/apps/{app_id}/state {{"state": "KILLED"}}') in manager.requests
+    assert manager.apps[app_id] == ("KILLED", "KILLED")
