@@ -77,14 +77,21 @@ def test_the_token_is_in_no_repr_and_no_pool_state(tmp_path: Path) -> None:
 def test_secret_spark_settings_stay_off_the_server_command(tmp_path: Path) -> None:
     from airflow_provider_finegrained.warm import pool_shape
 
-    conf = {"spark.hadoop.fs.s3a.secret.key": "hush", "spark.sql.session.timeZone": "UTC"}
+    conf = {
+        "spark.hadoop.fs.s3a.secret.key": "hush",
+        "spark.authenticate.secret": "hush-hush",
+        "spark.sql.session.timeZone": "UTC",
+    }
     settings = ConnectionSettings.embedded_default(
         airflow_home=str(tmp_path), defaults={"total_cores": 1, "driver_memory": "1g", "spark_conf": conf}
     )
     command = server_command(settings, pool_shape(settings), 1, 2, "/f")
     assert "spark.sql.session.timeZone=UTC" in command
     assert not any("hush" in arg or "secret" in arg for arg in command)
-    assert server_secret_conf(settings) == {"spark.hadoop.fs.s3a.secret.key": "hush"}
+    assert server_secret_conf(settings) == {
+        "spark.hadoop.fs.s3a.secret.key": "hush",
+        "spark.authenticate.secret": "hush-hush",
+    }
 
 
 @pytest.mark.parametrize(
