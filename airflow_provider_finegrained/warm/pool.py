@@ -137,8 +137,9 @@ def ensure_started(
     """The folder's pool, started if it is not running; healthy when returned.
 
     Two callers at once start one pool: the second waits on the folder's lock and finds the first's.
-    A stale pool (dead supervisor, unhealthy server, or another master or shape with no region in it)
-    is stopped and replaced. `idle_timeout_s` overrides the connection's ``warm_idle_timeout``.
+    A stale pool (dead supervisor, unhealthy server, another master or shape, or no token: started
+    before pools were locked) with no region in it is stopped and replaced. `idle_timeout_s` overrides
+    the connection's ``warm_idle_timeout``.
     """
     folder = os.path.abspath(folder or auto_folder(settings))
     shape = pool_shape(settings)
@@ -151,6 +152,8 @@ def ensure_started(
         if state is not None:
             pool = pool_from_state(folder, state)
             same = state.get("master") == server_master(settings) and pool.shape == shape
+            # A pool without a token (started before pools were locked) accepts anyone: replace it once idle.
+            same = same and pool.token is not None
             if same or live_leases(folder):
                 try:
                     # It answered a query when it started and its supervisor watches the JVM: the channel will do.
@@ -159,6 +162,8 @@ def ensure_started(
                     return pool
                 except WarmPoolUnavailable as exc:
                     log.warning("Restarting the warm pool in %s: %s", folder, exc)
+            elif pool.token is None:
+                log.info("Restarting the warm pool in %s: it has no token, so it would accept any client", folder)
             else:
                 log.info("Restarting the warm pool in %s for master %s and %s", folder, settings.master, shape)
         if _kill_all(folder):

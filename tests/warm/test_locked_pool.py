@@ -228,3 +228,17 @@ def test_a_frozen_regions_lease_expires_without_heartbeat_and_its_job_is_cancell
         log = (Path(shared_pool.folder) / "supervisor.log").read_text()
         assert "expired: no heartbeat for" in log
         assert os.listdir(Path(shared_pool.folder) / "leases") == []
+
+
+def test_an_idle_pool_without_a_token_is_replaced_by_a_locked_one(shared_pool: WarmPool, tmp_path: Path) -> None:
+    # Last in this module: it replaces the shared pool (the fixture stops whatever runs in the folder).
+    from airflow_provider_finegrained.warm import ensure_started
+    from tests.warm.conftest import server_jvms, small_settings
+
+    assert shared_pool.folder is not None
+    old_jvms = server_jvms(shared_pool.folder)
+    (Path(shared_pool.folder) / "token").unlink()  # as a pool started before pools were locked
+    pool = ensure_started(small_settings(Path(shared_pool.folder).parent), shared_pool.folder, idle_timeout_s=0)
+    assert pool.url != shared_pool.url and pool.token and pool.token != shared_pool.token
+    assert server_jvms(shared_pool.folder) != old_jvms and len(server_jvms(shared_pool.folder)) == 1
+    check_health(pool.url, token=pool.token)
