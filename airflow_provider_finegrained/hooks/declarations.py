@@ -456,7 +456,7 @@ class WarmPoolSettings(SettingsModel):
             "How regions reach Spark: 'off' starts one application per region with spark-submit; 'auto' runs "
             "them in a long-lived Spark Connect server the provider starts on first use and stops after the idle "
             "timeout, locked with a token of its own; an sc://host:port URL names an existing Spark Connect server "
-            "(a ;token=... in it is masked like every secret); conn:<conn_id> names one through an Airflow connection "
+            "(a ;token=... in it is masked like every secret); conn:CONN_ID names one through an Airflow connection "
             "(host, port, the token as password). A region whose executors do not fit the pool's executor shape "
             "runs as its own application (docs/warm.md).",
             "auto",
