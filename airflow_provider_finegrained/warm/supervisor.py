@@ -208,7 +208,13 @@ class Supervisor:
     def _police_leases(self) -> None:
         """Stop the sessions of leases whose holder died or stopped beating; load the client when one is held."""
         for lease in expire_leases(self.folder):
-            self._end_sessions(lease)
+            try:
+                self._end_sessions(lease)
+            except Exception as exc:  # the pool outlives a failure to police one lease
+                text = str(exc).replace(self.token, REDACTED) if self.token else str(exc)
+                print(
+                    f"lease {lease.name}: stopping its sessions failed: {type(exc).__name__}: {text[:500]}", flush=True
+                )
         if not self._client_loaded.is_set() and live_leases(self.folder):
             # pyspark's Connect client takes seconds to import (pandas): have it ready before a holder dies.
             threading.Thread(target=_load_client, daemon=True).start()
@@ -230,12 +236,12 @@ class Supervisor:
             try:
                 # Both, each on its own: releasing a session also ends its operations, should the interrupt
                 # fail (an operation caught between states); a session already gone is what we want.
-                interrupted = self._try(session_id, "interrupt", client.interrupt_all)
-                if interrupted is not None:
+                done, interrupted = self._try(session_id, "interrupt", client.interrupt_all)
+                if done:
                     print(f"session {session_id}: interrupted {len(interrupted or [])} operation(s)", flush=True)
                 for attempt in range(1, RELEASE_ATTEMPTS + 1):
                     # An operation the dead client sent last may still be on its way to a final state.
-                    if self._try(session_id, f"release (attempt {attempt})", client.release_session) is not None:
+                    if self._try(session_id, f"release (attempt {attempt})", client.release_session)[0]:
                         print(f"session {session_id}: released", flush=True)
                         break
                     time.sleep(RELEASE_RETRY_S)
@@ -244,18 +250,14 @@ class Supervisor:
                     client.close()
         print(f"lease {lease.name}: sessions stopped in {time.monotonic() - began:.1f} s", flush=True)
 
-    def _try(self, session_id: str, what: str, call: Callable[[], Any]) -> Any:
-        """``call()``, or None after printing why it failed (the token masked, first line only)."""
+    def _try(self, session_id: str, what: str, call: Callable[[], Any]) -> tuple[bool, Any]:
+        """``(True, call())``, or ``(False, None)`` after printing why it failed (token masked, 500 characters)."""
         try:
-            result = call()
+            return True, call()
         except Exception as exc:
             text = str(exc).replace(self.token, REDACTED) if self.token else str(exc)
-            print(
-                f"session {session_id}: {what} failed: {type(exc).__name__}: {text.strip().splitlines()[:1]}",
-                flush=True,
-            )
-            return None
-        return True if result is None else result
+            print(f"session {session_id}: {what} failed: {type(exc).__name__}: {text.strip()[:500]}", flush=True)
+            return False, None
 
     def _stop_server(self) -> None:
         """SIGTERM the server and its children (the JVM stops its context), SIGKILL what is left."""
