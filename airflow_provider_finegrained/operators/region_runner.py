@@ -55,6 +55,7 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
+from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
@@ -222,6 +223,7 @@ class RegionRunner:
         self._launcher: Launcher | None = None
         self._handle: LaunchHandle | None = None
         self._remote: RemoteApplication | None = None
+        self._stored = False  # whether the task state store holds a handle this run must delete when done
         self._killed = False
 
     # ------------------------------------------------------------------ the sequence
@@ -294,6 +296,7 @@ class RegionRunner:
         saved = store.get(APPLICATION_KEY) if store is not None else None
         if not saved:
             return None
+        self._stored = True
         try:
             handle = LaunchHandle.from_dict(saved)
             remote = RemoteApplication(self.settings, handle)
@@ -333,6 +336,7 @@ class RegionRunner:
             )
             return
         store.set(APPLICATION_KEY, handle.to_dict())
+        self._stored = True
         self.log.info(
             "Region %s: application %s of try %d recorded for reattach",
             self.region,
@@ -342,8 +346,9 @@ class RegionRunner:
 
     def forget(self) -> None:
         """The application ended and was collected: a later try (or a cleared task) submits its own."""
-        if self.run.state_store is not None:
+        if self._stored and self.run.state_store is not None:
             self.run.state_store.delete(APPLICATION_KEY)
+            self._stored = False
 
     # ------------------------------------------------------------------ 0b. follow an application not started here
 
@@ -370,6 +375,7 @@ class RegionRunner:
             decision = decide_region(self.plan, self.region, inputs, self.config_for, smaller)
         self.push_region_info(handle.try_number)
         self._remote = RemoteApplication(self.settings, handle)
+        self._stored = True  # back from a deferral, the handle is in the store
         if status is None or not status.done:
             if self.deferrable:
                 raise RegionDeferral(handle, facts)
@@ -550,13 +556,15 @@ class RegionRunner:
         return outcome
 
     def application_conf(self, launcher: Launcher, decision: RegionDecision) -> dict[str, str]:
-        return application_conf(
+        conf = application_conf(
             decision.sizing,
             self.settings,
             launcher.application_conf(self.app_name),
             [self.tasks[m].spark_conf for m in self.members],
             spark_hadoop_conf(scheme_of(self.settings.storage_root), self.storage_options),
         )
+        # Spark's OpenLineage listener (when the user has it) links its events to the leader's task.
+        return conf | parent_job_spark_conf(self.run.raw, conf)
 
     def push_region_info(self, try_number: int) -> None:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""
@@ -653,6 +661,10 @@ class RegionRunner:
             if status and status.state == "success":
                 # The folder's try: the one whose application committed the output (under its fencing token).
                 records[member] = OutputRecord.from_committed(member, status.output, self.folder.try_number)
+        if len(records) == len(self.members):
+            # A revoked try may have written on after this try's reset (a warm job, an orphaned driver).
+            for location in self.folder.sweep(self.members):
+                self.log.info("Region %s: removed %s, left by a superseded try", self.region, location)
         return RegionOutcome(records, traces)
 
     def raise_for_failure(self, result: LaunchResult, ended: str | None = None) -> None:
