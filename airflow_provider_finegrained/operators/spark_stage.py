@@ -22,6 +22,9 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+from airflow_provider_finegrained.operators.assets import asset_event_extra
+from airflow_provider_finegrained.operators.assets import output_asset as output_asset_of
+from airflow_provider_finegrained.operators.lineage import LineageMixin
 from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink, SparkUITargets, spark_ui_targets
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
@@ -66,7 +69,7 @@ def dag_plan(dag: Any) -> DagPlan:
         return plan
 
 
-class SparkStageOperator(StageDeclarationMixin, BaseOperator):
+class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
     """Run one PySpark stage with parallelism, memory and executors decided from its input bytes.
 
     :param python_callable: ``fn(spark, **inputs, **op_kwargs) -> DataFrame``; or give ``application``.
@@ -95,6 +98,9 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         and a trigger follows it through the cluster manager, so no worker slot is held while it runs.
         Ignored (with a log line saying why) in client and local mode and for warm regions. Default:
         ``[finegrained] default_deferrable``, else ``[operators] default_deferrable``, else False.
+    :param output_asset: declare the committed output as an Airflow asset (an outlet whose URI is the
+        output's storage URI), so DAGs can be scheduled on it; needs a fixed ``output_path``. Each success
+        emits an asset event whose extra says what was committed (path, data_path, rows, bytes, try).
     """
 
     template_fields: Sequence[str] = (
@@ -130,6 +136,7 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         submit_timeout: float | None = None,
         warm: bool | None = None,
         deferrable: bool | None = None,
+        output_asset: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -143,9 +150,9 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
             )
         self.python_callable = python_callable
         self.application = application
-        self.application_args = list(application_args)
-        self.op_kwargs = dict(op_kwargs or {})
-        self.spark_conf = dict(spark_conf or {})
+        self.application_args = application_args
+        self.op_kwargs = op_kwargs or {}
+        self.spark_conf = spark_conf or {}
         self.output_format = output_format
         self.output_path = output_path
         self.finegrained_spark_conn_id = finegrained_spark_conn_id
@@ -153,6 +160,9 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         self.warm = warm
         self.deferrable = default_deferrable() if deferrable is None else deferrable
         self._process: Any = None
+        self.output_asset = output_asset_of(self.task_id, output_path) if output_asset else None
+        if self.output_asset is not None:
+            self.outlets = [*self.outlets, self.output_asset]
         self.declare_stage(
             inputs=inputs,
             resources=resources,
@@ -393,6 +403,8 @@ class SparkStageOperator(StageDeclarationMixin, BaseOperator):
         ti.xcom_push(key=TRACE_KEY, value=trace.to_xcom())
         value = record.to_xcom()
         ti.xcom_push(key=OUTPUT_KEY, value=value)
+        if self.output_asset is not None and record.committed:
+            context["outlet_events"][self.output_asset].extra = asset_event_extra(value)
         return value
 
 
