@@ -148,6 +148,22 @@ def config_section() -> dict[str, Any]:
                     **({"sensitive": True} if f.sensitive else {}),
                 }
                 for f in FIELDS
-            },
+            }
+            | OPERATOR_OPTIONS,
         }
     }
+
+
+OPERATOR_OPTIONS: dict[str, dict[str, Any]] = {
+    "default_deferrable": {
+        "description": (
+            "Default of the stage operators' deferrable argument: in cluster deploy mode a region's leader "
+            "defers while its application runs (no worker slot held). Unset: [operators] default_deferrable."
+        ),
+        "version_added": VERSION_ADDED,
+        "type": "boolean",
+        "example": "True",
+        "default": None,
+    }
+}
+"""Options of the ``[finegrained]`` section that are operator defaults, not connection fields."""

@@ -11,7 +11,12 @@ import airflow
 import jsonschema
 import pytest
 
-from airflow_provider_finegrained.hooks.connection_form import FIELDS, config_section, connection_types
+from airflow_provider_finegrained.hooks.connection_form import (
+    FIELDS,
+    OPERATOR_OPTIONS,
+    config_section,
+    connection_types,
+)
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings, settable_fields, setting_of
 from airflow_provider_finegrained.planning import parse_bytes
 
@@ -108,7 +113,8 @@ def test_config_section_validates_against_airflows_provider_info_schema() -> Non
     section = config_section()
     jsonschema.validate(section, config_schema)
     options = section["finegrained"]["options"]
-    assert sorted(options) == sorted(settable_fields())
+    assert sorted(options) == sorted([*settable_fields(), *OPERATOR_OPTIONS])
+    assert options["default_deferrable"]["type"] == "boolean"
     for name, option in options.items():
         # Unset by default, so that only what an administrator sets reaches the connection defaults.
         assert option["default"] is None, name
@@ -122,7 +128,7 @@ def test_config_section_validates_against_airflows_provider_info_schema() -> Non
 
 def test_config_examples_are_valid_defaults() -> None:
     options = config_section()["finegrained"]["options"]
-    defaults = {name: option["example"] for name, option in options.items()}
+    defaults = {name: option["example"] for name, option in options.items() if name not in OPERATOR_OPTIONS}
     # Examples are strings as airflow.cfg holds them; local master and min/max examples must agree.
     defaults.update(master="spark://127.0.0.1:7077", total_cores="64", min_slots="4", max_slots="32")
     defaults.pop("deploy_mode")
