@@ -295,6 +295,8 @@ def connection_checks(settings: ConnectionSettings, storage: Check | None = None
         checks.append(_history_check(settings.history_server_url))
     if urllib.parse.urlsplit(settings.warm_pool).scheme == "sc":
         checks.append(_warm_pool_check(settings.warm_pool))
+    elif settings.warm_pool.startswith("conn:"):
+        checks.append(_warm_pool_connection_check(settings.warm_pool.removeprefix("conn:")))
     return checks
 
 
@@ -438,6 +440,18 @@ def _warm_pool_check(url: str) -> Check:
     parts = urllib.parse.urlsplit(url)
     host, port = parts.hostname or "", parts.port or SPARK_CONNECT_PORT
     return _tcp_check("warm pool", f"Spark Connect server sc://{host}:{port}", host, port)
+
+
+def _warm_pool_connection_check(conn_id: str) -> Check:
+    """The server an external pool's Airflow connection names (its token stays in the connection)."""
+    from airflow_provider_finegrained.warm.pool import external_from_connection
+    from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
+
+    try:
+        url, _ = external_from_connection(conn_id)
+    except WarmPoolUnavailable as exc:
+        return Check("warm pool", False, str(exc))
+    return _warm_pool_check(url)
 
 
 def _tcp_check(name: str, what: str, host: str, port: int) -> Check:

@@ -265,6 +265,14 @@ def test_warm_pool_and_kubernetes_are_a_tcp_connect(monkeypatch: pytest.MonkeyPa
     ok, message = test_connection(monkeypatch, "local[1]", warm_pool=f"sc://127.0.0.1:{closed}/;token=s3cr3t-token")
     assert not ok and f"warm pool FAILED: Spark Connect server sc://127.0.0.1:{closed} is not reachable" in message
     assert "s3cr3t-token" not in message
+    # An external pool named by an Airflow connection: its host and port are checked, its token never shown.
+    conn = {"conn_type": "generic", "host": "127.0.0.1", "port": listening_port, "password": "s3cr3t-token"}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_POOL", json.dumps(conn))
+    ok, message = test_connection(monkeypatch, "local[1]", warm_pool="conn:spark_connect_pool")
+    assert ok and message.endswith(f"Spark Connect server sc://127.0.0.1:{listening_port} accepts connections")
+    assert "s3cr3t-token" not in message
+    ok, message = test_connection(monkeypatch, "local[1]", warm_pool="conn:no_such_connection")
+    assert not ok and "warm pool FAILED: warm_pool: connection 'no_such_connection' cannot be read" in message
     ok, message = test_connection(monkeypatch, f"k8s://https://127.0.0.1:{listening_port}", total_cores=4)
     assert ok and f"master: Kubernetes API server 127.0.0.1:{listening_port} accepts connections" in message
 
