@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,3 +22,17 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.server_close()
         thread.join(timeout=10)
         assert not thread.is_alive(), "the test HTTP server did not stop"
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler that answers JSON, as the cluster managers' REST APIs do."""
+
+    def _answer(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)

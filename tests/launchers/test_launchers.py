@@ -39,7 +39,7 @@ from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.launchers.yarn import YarnLauncher
 from airflow_provider_finegrained.spark.submit import python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.warm import WarmPool
-from tests.loopback_http import serving
+from tests.loopback_http import JsonHandler, serving
 
 APP_ID = "application_1326821518301_0005"
 SPEC = LaunchSpec(region="r1", app_name="dag.r1 [run try 1]", job_path="/data/_regions/r1/try=1/job.json")
@@ -320,15 +320,7 @@ class FakeRM:
 def resource_manager() -> Iterator[FakeRM]:
     rm = FakeRM()
 
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, payload: object) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(JsonHandler):
         def _record(self) -> str:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode() if length else ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.base import LaunchHandle, reattach_refusal
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
-from tests.loopback_http import serving
+from tests.loopback_http import JsonHandler, serving
 
 DRIVER_ID = "driver-20261124030000-0007"
 APP_ID = "application_1326821518301_0005"
@@ -49,15 +48,7 @@ class FakeManager:
 def manager() -> Iterator[FakeManager]:
     fake = FakeManager()
 
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, payload: object) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
             fake.requests.append(("GET", path))

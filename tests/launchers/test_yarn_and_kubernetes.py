@@ -7,7 +7,6 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from airflow_provider_finegrained.launchers.yarn import (
     yarn_status_request,
 )
 from airflow_provider_finegrained.spark.submit import build_spark_submit_command, spark_submit_command
-from tests.loopback_http import serving
+from tests.loopback_http import JsonHandler, serving
 
 APP_ID = "application_1326821518301_0005"
 RM = "http://rm.example.com:8088"
@@ -170,17 +169,7 @@ class FakeResourceManager:
 def resource_manager() -> Iterator[FakeResourceManager]:
     recorder = FakeResourceManager(url="")
 
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(JsonHandler):
         def _record(self) -> str:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode() if length else ""
