@@ -38,23 +38,7 @@ def test_an_asset_needs_a_fixed_location(output_path: str | None, match: str) ->
 
 
 def test_the_event_says_what_was_committed() -> None:
-    record = {
-        "stage": "orders",
-        "path": "/x",
-        "data_path": "/x/attempt-1",
-        "format": "parquet",
-        "rows": 3,
-        "total_bytes": 10,
-        "try_number": 2,
-        "partition_bytes": [10],
-        "version": 1,
-    }
-    assert asset_event_extra(record) == {
-        "stage": "orders",
-        "path": "/x",
-        "data_path": "/x/attempt-1",
-        "format": "parquet",
-        "rows": 3,
-        "total_bytes": 10,
-        "try_number": 2,
-    }
+    said = {"stage": "orders", "path": "/x", "data_path": "/x/attempt-1", "format": "parquet", "rows": 3}
+    said |= {"total_bytes": 10, "try_number": 2}
+    record = said | {"partition_bytes": [10], "version": 1, "committed": True}
+    assert asset_event_extra(record) == said
