@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 
 DAG_TEXT = """
 import pendulum
-from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Asset
 from airflow_provider_finegrained.dags.declaration import ExternalDataset
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
 
@@ -39,12 +40,15 @@ def top(spark, counts):
 with DAG("lineage_run", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
     c = Stage(task_id="counts", python_callable=counts, inputs={{"raw": ExternalDataset("{raw}")}})
     Stage(task_id="top", python_callable=top, inputs={{"counts": c}}, output_path="{export}", output_asset=True)
+
+with DAG("lineage_consumer", schedule=[Asset("file://{export}")], start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+    EmptyOperator(task_id="report")
 """
 
 RUNNER = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
-from airflow.models.asset import AssetEvent
+from airflow.models.asset import AssetDagRunQueue, AssetEvent
 from airflow.providers.openlineage.extractors.manager import ExtractorManager
 from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
 from airflow.utils.session import create_session
@@ -77,9 +81,11 @@ with create_session() as session:
         for e in session.scalars(select(AssetEvent)).all()
         if e.source_dag_id == "lineage_run"
     ]
+    queued = [q.target_dag_id for q in session.scalars(select(AssetDagRunQueue)).all()]
 _, results = stage_results("lineage_run", run.run_id)
 conf = {k: v for k, v in results["counts"]["trace"]["spark_conf"].items() if k.startswith("spark.openlineage.")}
-print("RESULT " + json.dumps({"state": str(run.state), "assets": events, "openlineage_conf": conf, "lineage": lineage}))
+out = {"state": str(run.state), "assets": events, "queued": queued, "openlineage_conf": conf, "lineage": lineage}
+print("RESULT " + json.dumps(out))
 """
 
 
@@ -102,6 +108,7 @@ def test_every_stage_reports_its_datasets_decision_and_parent_and_its_output_ass
         ),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "fg-tests",
         "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",  # a paused consumer DAG is not queued
         "AIRFLOW__FINEGRAINED__WARM_POOL": "off",  # a cold application carries the parent job settings
     }
     done = subprocess.run(
@@ -137,3 +144,5 @@ def test_every_stage_reports_its_datasets_decision_and_parent_and_its_output_ass
     (asset,) = result["assets"]
     assert asset["uri"] == f"file://{export}" and asset["task"] == "top"
     assert asset["extra"]["rows"] == 2 and asset["extra"]["path"] == str(export)
+    # The DAG scheduled on the asset (dag.test() syncs the file's other DAGs first) is queued by the event.
+    assert result["queued"] == ["lineage_consumer"]
