@@ -96,19 +96,21 @@ def fast_jvm_options() -> str | None:
 # -- the warm pool's Spark jobs (its status API)
 
 
-def pool_jobs(root: Path) -> list[dict[str, Any]]:
-    """Every Spark job of the embedded default's warm pool(s), from the pool's status API; [] without a pool."""
+def pool_jobs(root: Path) -> list[dict[str, Any]] | None:
+    """Every Spark job of the embedded default's warm pool, from the pool's status API; None when there is no
+    pool or its status cannot be read (the caller must not take that for "no job running")."""
     jobs: list[dict[str, Any]] = []
-    for state_file in root.glob("_warm/*/pool.json"):
+    states = list(root.glob("_warm/*/pool.json"))
+    if not states:
+        return None
+    for state_file in states:
         try:
             state = json.loads(state_file.read_text())
             ui = str(state.get("ui_url") or "").rstrip("/")
-            if not ui:
-                continue
             app = state.get("application_id") or _get_json(f"{ui}/api/v1/applications")[0]["id"]
             jobs += _get_json(f"{ui}/api/v1/applications/{app}/jobs")
         except (OSError, ValueError, KeyError, IndexError):
-            continue
+            return None
     return jobs
 
 
@@ -124,10 +126,12 @@ def _is_slow_stage_job(job: dict[str, Any]) -> bool:
     return SLOW in text
 
 
-def running_slow_jobs(root: Path) -> list[int]:
-    return sorted(
-        int(job["jobId"]) for job in pool_jobs(root) if job.get("status") == "RUNNING" and _is_slow_stage_job(job)
-    )
+def running_slow_jobs(root: Path) -> list[int] | None:
+    """The slow stage's Spark jobs running in the pool now; None when the pool's status cannot be read."""
+    jobs = pool_jobs(root)
+    if jobs is None:
+        return None
+    return sorted(int(job["jobId"]) for job in jobs if job.get("status") == "RUNNING" and _is_slow_stage_job(job))
 
 
 # -- one trial
@@ -214,7 +218,12 @@ def run_trial(
             record.killed_tree = [processes.info(p) for p in processes.descendants(runner)[1:]]
             killed = processes.info(runner)
             if mode == "warm":
-                record.killed_try_jobs = running_slow_jobs(root)
+                at_kill = running_slow_jobs(root)
+                if at_kill is None:
+                    record.notes.append("the pool's status API could not be read at the kill")
+                record.killed_try_jobs = at_kill or []
+                if at_kill == []:
+                    record.notes.append("no Spark job of the killed try was running at the kill: orphan_job unchecked")
             runner.kill()
             killed_at = time.monotonic()
             record.killed = killed
@@ -237,8 +246,10 @@ def run_trial(
                 snapshot, (f"[{run_id} try 1]",), exclude_pids={runner.pid} | processes.pool_pids(str(root))
             )
             if mode == "warm":
-                still = set(running_slow_jobs(root))
-                record.orphan_jobs = [job for job in record.killed_try_jobs if job in still]
+                still = running_slow_jobs(root)
+                if still is None:  # unknown counts as still running: a trial must not pass on a failed read
+                    record.notes.append("the pool's status API could not be read 15 s after the kill")
+                record.orphan_jobs = [job for job in record.killed_try_jobs if still is None or job in still]
             if record.orphans or record.orphan_jobs:
                 log(
                     f"{run_id}: alive {ORPHAN_WAIT_S:.0f} s after the kill: "
