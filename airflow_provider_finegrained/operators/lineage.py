@@ -138,21 +138,36 @@ def parent_job_spark_conf(context: Mapping[str, Any], conf: Mapping[str, str]) -
 
 
 class LineageMixin:
-    """``get_openlineage_facets_on_complete`` for a stage operator (what OpenLineage's listener calls)."""
+    """``get_openlineage_facets_on_complete`` for a stage operator (what OpenLineage's listener calls).
+
+    The stage records what it read and wrote while it runs (:meth:`remember_lineage`, from ``execute``):
+    OpenLineage's listener calls the method in a forked process by default, where the task's channel
+    to Airflow (XCom reads) is not to be used.
+    """
 
     task_id: str
     stage_spec: StageSpec
     external_inputs: dict[str, ExternalDataset]
+    _lineage_records: tuple[dict[str, Mapping[str, Any]], Mapping[str, Any] | None, Mapping[str, Any] | None]
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The stage's datasets and decision, read from XCom: what it really read and wrote."""
+    def remember_lineage(self, task_instance: Any, output: Mapping[str, Any], trace: Mapping[str, Any]) -> None:
+        """Record the upstream outputs this stage read, its own output and its trace, for OpenLineage."""
         upstream: dict[str, Mapping[str, Any]] = {}
         for stage_input in self.stage_spec.inputs:
             record = task_instance.xcom_pull(task_ids=stage_input.upstream, key=OUTPUT_KEY)
             if isinstance(record, Mapping):
                 upstream[stage_input.name or stage_input.upstream] = record
-        output = task_instance.xcom_pull(task_ids=self.task_id, key=OUTPUT_KEY)
-        trace = task_instance.xcom_pull(task_ids=self.task_id, key=TRACE_KEY)
+        self._lineage_records = (upstream, output, trace)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The stage's datasets and decision: what it really read and wrote."""
+        if not hasattr(self, "_lineage_records"):  # e.g. a stage that published nothing
+            self.remember_lineage(
+                task_instance,
+                task_instance.xcom_pull(task_ids=self.task_id, key=OUTPUT_KEY),
+                task_instance.xcom_pull(task_ids=self.task_id, key=TRACE_KEY),
+            )
+        upstream, output, trace = self._lineage_records
         return stage_lineage(
             {name: dataset.path for name, dataset in self.external_inputs.items()},
             upstream,

@@ -403,6 +403,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         ti.xcom_push(key=TRACE_KEY, value=trace.to_xcom())
         value = record.to_xcom()
         ti.xcom_push(key=OUTPUT_KEY, value=value)
+        self.remember_lineage(ti, value, trace.to_xcom())
         if self.output_asset is not None and record.committed:
             context["outlet_events"][self.output_asset].extra = asset_event_extra(value)
         return value

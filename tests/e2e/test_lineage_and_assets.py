@@ -1,9 +1,9 @@
-"""OpenLineage and asset events of a real run, through OpenLineage's own extractor manager.
+"""OpenLineage events and asset events of a real run, through Airflow's own OpenLineage listener.
 
-The run happens in a fresh Python (OpenLineage reads its settings once, when plugins load), with the
-file transport configured. ``dag.test()`` runs tasks in-process, where Airflow 3.3 does not call the
-OpenLineage listener's task hooks (only the DAG run's events are written, seen here), so the test asks
-OpenLineage's ExtractorManager for each task's lineage after the run, as the listener does on success.
+The run happens in a fresh Python (OpenLineage reads its settings once, when plugins load) with the
+file transport writing every event as a JSON line; its working folder is not the repository, whose
+setuptools ``*.egg-info`` would make the Task SDK see this provider's plugin twice and stop loading
+plugins there (the listener among them). The listener emits from a forked process, as in production.
 """
 
 from __future__ import annotations
@@ -49,32 +49,13 @@ RUNNER = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
 from airflow.models.asset import AssetDagRunQueue, AssetEvent
-from airflow.providers.openlineage.extractors.manager import ExtractorManager
-from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
 from airflow.utils.session import create_session
-from airflow.utils.state import TaskInstanceState
-from openlineage.client.serde import Serde
 from sqlalchemy import select
 from airflow_provider_finegrained.cli.report import stage_results
 
 bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
 assert not bag.import_errors, bag.import_errors
-dag = bag.dags["lineage_run"]
-run = dag.test()
-lineage = {}
-for ti in run.get_task_instances():
-    ti.task = dag.get_task(ti.task_id)
-    # What OpenLineage's listener does when a task succeeds: its extractor manager asks the operator.
-    found = ExtractorManager().extract_metadata(run, ti.task, TaskInstanceState.SUCCESS, ti)
-    lineage[ti.task_id] = {
-        "inputs": [[d.namespace, d.name] for d in found.inputs],
-        "outputs": [json.loads(Serde.to_json(d)) for d in found.outputs],
-        "decision": json.loads(Serde.to_json(found.run_facets["finegrained_decision"])),
-        "run_id": OpenLineageAdapter.build_task_instance_run_id(
-            dag_id=ti.dag_id, task_id=ti.task_id, try_number=ti.try_number,
-            logical_date=run.logical_date or run.run_after, map_index=ti.map_index,
-        ),
-    }
+run = bag.dags["lineage_run"].test()
 with create_session() as session:
     events = [
         {"uri": e.asset.uri, "extra": e.extra, "task": e.source_task_id}
@@ -84,13 +65,17 @@ with create_session() as session:
     queued = [q.target_dag_id for q in session.scalars(select(AssetDagRunQueue)).all()]
 _, results = stage_results("lineage_run", run.run_id)
 conf = {k: v for k, v in results["counts"]["trace"]["spark_conf"].items() if k.startswith("spark.openlineage.")}
-out = {"state": str(run.state), "assets": events, "queued": queued, "openlineage_conf": conf, "lineage": lineage}
-print("RESULT " + json.dumps(out))
+print("RESULT " + json.dumps({"state": str(run.state), "assets": events, "queued": queued, "openlineage_conf": conf}))
 """
 
 
 def events_of(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Every event in the file transport's file (processes emitting at once may leave two on one line)."""
+    decoder, text, events, at = json.JSONDecoder(), path.read_text(), [], 0
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):
+        event, at = decoder.raw_decode(text, at)
+        events.append(event)
+    return events
 
 
 def test_every_stage_reports_its_datasets_decision_and_parent_and_its_output_asset(
@@ -112,34 +97,40 @@ def test_every_stage_reports_its_datasets_decision_and_parent_and_its_output_ass
         "AIRFLOW__FINEGRAINED__WARM_POOL": "off",  # a cold application carries the parent job settings
     }
     done = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(path)], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-c", RUNNER, str(path)], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path
     )
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(line.removeprefix("RESULT "))
     assert result["state"] == "success", done.stdout[-6000:]
 
-    counts, top = result["lineage"]["counts"], result["lineage"]["top"]
-    assert counts["inputs"] == [["file", str(raw)]]
+    events = events_of(events_file)
+    complete = {e["job"]["name"]: e for e in events if e["eventType"] == "COMPLETE"}
+    assert {"lineage_run", "lineage_run.counts", "lineage_run.top"} <= set(complete), events
+    counts, top = complete["lineage_run.counts"], complete["lineage_run.top"]
+    assert [(d["namespace"], d["name"]) for d in counts["inputs"]] == [("file", str(raw))]
     (counts_out,) = counts["outputs"]
     assert counts_out["namespace"] == "file" and "/lineage_run/" in counts_out["name"]
     # The consumer's input is the producer's output: the same dataset.
-    assert top["inputs"] == [[counts_out["namespace"], counts_out["name"]]]
+    assert [(d["namespace"], d["name"]) for d in top["inputs"]] == [(counts_out["namespace"], counts_out["name"])]
     (top_out,) = top["outputs"]
     assert (top_out["namespace"], top_out["name"]) == ("file", str(export))
     assert top_out["outputFacets"]["outputStatistics"]["rowCount"] == 2
-    for stage, found in (("counts", counts), ("top", top)):
-        decision = found["decision"]
+    dag_run = complete["lineage_run"]["run"]["runId"]
+    for stage, event in (("counts", counts), ("top", top)):
+        decision = event["run"]["facets"]["finegrained_decision"]
         assert decision["stage"] == stage and decision["parallelism"] >= 1 and decision["rule"]
         assert decision["executionMode"] == "cold" and decision["executors"] >= 1
+        parent = event["run"]["facets"]["parent"]
+        assert (parent["job"]["namespace"], parent["job"]["name"]) == ("fg-tests", "lineage_run")
+        assert parent["run"]["runId"] == dag_run
     # Spark's own listener links its events to the task: the application carried the parent settings.
     conf = result["openlineage_conf"]
     assert conf["spark.openlineage.parentJobName"] == "lineage_run.counts"
-    assert conf["spark.openlineage.parentRunId"] == counts["run_id"]
+    assert conf["spark.openlineage.parentRunId"] == counts["run"]["runId"]
     assert conf["spark.openlineage.parentJobNamespace"] == "fg-tests"
     assert conf["spark.openlineage.rootParentJobName"] == "lineage_run"
-    # The DAG's own events went through the file transport (the listener is on).
-    assert any(e["job"]["name"] == "lineage_run" for e in events_of(events_file))
+    assert conf["spark.openlineage.rootParentRunId"] == dag_run
 
     (asset,) = result["assets"]
     assert asset["uri"] == f"file://{export}" and asset["task"] == "top"
