@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
@@ -50,13 +50,19 @@ from airflow_provider_finegrained.launchers.base import (
     LaunchResult,
     LaunchSpec,
     LaunchStatus,
-    LogLike,
     reattach_refusal,
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
 from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
 from airflow_provider_finegrained.operators.links import LiveLink
+from airflow_provider_finegrained.operators.region_context import (
+    LeaderLike,
+    RegionDeferral,
+    RegionOutcome,
+    RunContext,
+    RunFacts,
+)
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import StageStatus
@@ -73,27 +79,8 @@ if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
 
-# -- what the run uses of Airflow's objects ---------------------------------------------------------------
-
-
-class TaskInstanceLike(Protocol):
-    """The task instance calls a region run makes."""
-
-    try_number: int
-
-    def xcom_push(self, key: str, value: Any) -> None: ...
-
-    def xcom_pull(self, task_ids: str, key: str) -> Any: ...
-
-
-class StateStoreLike(Protocol):
-    """The task state store calls a region run makes (``context["task_state_store"]``, Airflow 3.3)."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def set(self, key: str, value: Any) -> None: ...
-
-    def delete(self, key: str) -> None: ...
+class _Detach(Exception):
+    """Raised from the output callback to stop following spark-submit once the application is named."""
 
 
 APPLICATION_KEY = "finegrained_region_application"
@@ -102,81 +89,6 @@ Renaming it breaks the reattach of tries already running."""
 
 FOLLOW_POLL_S = 2.0
 """How often a leader that reattached without deferring asks the cluster manager about the application."""
-
-
-class LeaderLike(StageTaskLike, Protocol):
-    """The region's leader: the running stage task that runs the region."""
-
-    @property
-    def log(self) -> LogLike: ...
-    @property
-    def dag(self) -> Any:
-        """The DAG (``dag_id``, ``get_task``); Airflow types it as optional."""
-
-    @property
-    def submit_timeout(self) -> float | None: ...
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """The task context's parts a region run uses."""
-
-    ti: TaskInstanceLike
-    run_id: str
-    try_number: int
-    raw: Mapping[str, Any]
-    """The whole context, for rendering the other members' templates."""
-    state_store: StateStoreLike | None = None
-    """Survives the task's retries; None where Airflow offers none (then nothing can be reattached)."""
-
-    @classmethod
-    def of(cls, context: Mapping[str, Any]) -> RunContext:
-        ti = context["ti"]
-        return cls(ti, str(context["run_id"]), int(ti.try_number), context, context.get("task_state_store"))
-
-
-@dataclass(frozen=True)
-class RegionOutcome:
-    """What the leader publishes: each stage's committed output (stages that succeeded) and trace."""
-
-    records: dict[str, OutputRecord]
-    traces: dict[str, StageTrace]
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the submitting leader knew of its run that the trace needs, carried through a deferral."""
-
-    carrier: dict[str, Any]
-    capacity: dict[str, Any] = field(default_factory=dict)
-    reduced_to_executors: int | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunFacts:
-        reduced = data.get("reduced_to_executors")
-        return cls(
-            dict(data.get("carrier") or {}),
-            dict(data.get("capacity") or {}),
-            None if reduced is None else int(reduced),
-            {str(k): float(v) for k, v in (data.get("timings") or {}).items()},
-        )
-
-
-class RegionDeferral(Exception):
-    """The leader stops following its cluster-mode application here; the operator defers to the trigger."""
-
-    def __init__(self, handle: LaunchHandle, facts: RunFacts) -> None:
-        super().__init__(f"region application {handle.remote_id} is followed by the triggerer")
-        self.handle = handle
-        self.facts = facts
-
-
-class _Detach(Exception):
-    """Raised from the output callback to stop following spark-submit once the application is named."""
 
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
