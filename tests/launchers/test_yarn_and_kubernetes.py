@@ -388,8 +388,9 @@ def test_parse_k8s_status_output() -> None:
     assert parse_k8s_status_output("No applications found.\n") == []
 
 
-def test_k8s_cluster_submission(fake_home: str) -> None:
-    request = k8s_cluster_submit_request(
+def etl_driver_request(**extra: Any) -> Any:
+    """The Kubernetes cluster-mode submission both tests below build: pod fg-dag-r1-driver in namespace etl."""
+    return k8s_cluster_submit_request(
         "local:///opt/finegrained/driver.py",
         ["s3a://bucket/finegrained/jobs/r1.json"],
         master=K8S,
@@ -397,9 +398,12 @@ def test_k8s_cluster_submission(fake_home: str) -> None:
         namespace="etl",
         service_account="spark",
         driver_pod="fg-dag-r1-driver",
-        name="dag.region",
-        driver_memory="2g",
+        **extra,
     )
+
+
+def test_k8s_cluster_submission(fake_home: str) -> None:
+    request = etl_driver_request(name="dag.region", driver_memory="2g")
     assert build_spark_submit_command(request, spark_home=fake_home) == [
         f"{fake_home}/bin/spark-submit",
         "--master",
@@ -428,16 +432,7 @@ def test_k8s_cluster_submission(fake_home: str) -> None:
 
 
 def test_k8s_commands_keep_the_oauth_token_in_the_properties_file(fake_home: str) -> None:
-    request = k8s_cluster_submit_request(
-        "local:///opt/finegrained/driver.py",
-        ["s3a://bucket/finegrained/jobs/r1.json"],
-        master=K8S,
-        image="registry.example.com/finegrained:1.0",
-        namespace="etl",
-        service_account="spark",
-        driver_pod="fg-dag-r1-driver",
-        conf={"spark.kubernetes.authenticate.submission.oauthToken": "k8s-t0ken"},
-    )
+    request = etl_driver_request(conf={"spark.kubernetes.authenticate.submission.oauthToken": "k8s-t0ken"})
     with spark_submit_command(request, spark_home=fake_home) as command:
         path = command[command.index("--properties-file") + 1]
         assert Path(path).read_text() == "spark.kubernetes.authenticate.submission.oauthToken=k8s-t0ken\n"
