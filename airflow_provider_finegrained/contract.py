@@ -161,6 +161,14 @@ class StageTrace:
     execution: dict[str, Any] = field(default_factory=dict)
     """How the region reached Spark: ``mode`` (``warm``: a session in the warm pool; ``cold``: an
     application of its own), ``reason``, and for warm runs the ``pool`` URL and the stage's ``session``."""
+    runs_in: str | None = None
+    """The in-region consumer whose Spark jobs run this stage's plan (an in-memory handover), else None."""
+    learned: dict[str, Any] | None = None
+    """The expansion learned from the stage's past runs that corrected this decision
+    (``planning.expansion.LearnedExpansion.to_dict``), or None when none was used."""
+    input_balance: dict[str, Any] | None = None
+    """How the stage's file input was balanced over its tasks (split and open-cost sizes, skew
+    thresholds, the measured file-size spread) and why, or None when it reads no files."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent by the provider (inputs_s: XCom, commit checks, measuring; decide_s: planning)
     against Spark (submit_s: the region's spark-submit wall time; spark_stage_s: the stage's own work)."""

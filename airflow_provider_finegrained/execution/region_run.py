@@ -19,6 +19,7 @@ from airflow_provider_finegrained.planning import (
     Distribution,
     ExchangeMode,
     GroupBounds,
+    LearnedExpansion,
     ParallelismConfig,
     RegionSizing,
     StageDemand,
@@ -66,6 +67,7 @@ def decide_region(
     inputs: Mapping[str, StageInputs],
     config_for: Callable[[str], ParallelismConfig],
     profile: ClusterProfile,
+    learned: Mapping[str, LearnedExpansion] | None = None,
 ) -> RegionDecision:
     """Decide parallelism and Spark sizing for every stage of ``region``, in region order.
 
@@ -73,6 +75,10 @@ def decide_region(
     decides for the group, within the intersection of every member's bounds (``config_for`` of each),
     and the others take its value, also after sizing moves it to even waves. A group already decided
     in an earlier region (a forward edge from a stage outside this one) passes its value on.
+
+    ``learned`` holds, per stage, an expansion learned from its past runs: a deciding stage decides
+    from its non-broadcast bytes times the learned work factor, and its memory floor uses the learned
+    memory factor.
     """
     members = plan.regions[region]
     in_region = set(members)
@@ -86,7 +92,9 @@ def decide_region(
     for name in members:
         stage = plan.stages[name]
         stage_inputs = inputs.get(name, StageInputs())
-        consumed, consumed_bytes, broadcast_names = _consumed(plan, name, stage_inputs, in_region, estimated_output)
+        consumed, consumed_bytes, broadcast_names, file_bytes = _consumed(
+            plan, name, stage_inputs, in_region, estimated_output
+        )
         config = config_for(name)
         group = stage.forward_group
         if group not in group_bounds:
@@ -95,10 +103,15 @@ def decide_region(
         decides = stage.fixed_parallelism is None and group not in group_choice
         # Only the stage that decides for its group decides within the group's bounds; the explanation
         # of the others (computed from their own bytes and bounds) stays in their traces.
+        expansion = (learned or {}).get(name)
+        corrected = decides and expansion is not None and bool(consumed)
         decision = explain_parallelism(
-            consumed, _within(config, bounds, plan.forward_groups[group]) if decides else config
+            _as_work(consumed, expansion) if corrected and expansion else consumed,
+            _within(config, bounds, plan.forward_groups[group]) if decides else config,
         )
         parallelism, rule = decision.parallelism, decision.rule
+        if corrected and expansion:
+            rule = expansion.rule if rule == "bytes / avg_bytes_per_task" else f"{rule} ({expansion.rule})"
         low, high = (config.min_parallelism, config.max_parallelism) if bounds is None else (bounds.low, bounds.high)
         leads = False
         if stage.fixed_parallelism is not None:
@@ -133,6 +146,8 @@ def decide_region(
                 memory_fraction=stage.memory_fraction,
                 resources=stage.resources,
                 fixed=not leads,
+                memory_expansion=expansion.memory if expansion else None,
+                input_file_bytes=file_bytes,
             )
         )
         traces[name] = StageTrace(
@@ -154,6 +169,7 @@ def decide_region(
             rule=rule,
             computed_parallelism=decision.computed,
             memory_fraction=stage.memory_fraction,
+            learned=expansion.to_dict() if expansion and (corrected or expansion.memory is not None) else None,
         )
     sizing = size_region(demands, profile)
     for name, decider in followers.items():
@@ -181,6 +197,7 @@ def decide_region(
             executor_memory=sizing.executor_memory,
             memory_overhead=sizing.memory_overhead,
             spark_memory_fraction=sizing.memory_fraction,
+            input_balance=dict(sizing.stages[name].input_balance or {}) or None,
         )
         for name, trace in traces.items()
     }
@@ -248,10 +265,13 @@ def _consumed(
     stage_inputs: StageInputs,
     in_region: set[str],
     estimated_output: Mapping[str, int],
-) -> tuple[list[ConsumedResult], dict[str, int], set[str]]:
+) -> tuple[list[ConsumedResult], dict[str, int], set[str], tuple[int, ...]]:
+    """What a stage consumes: results for the decision, bytes per input, broadcast inputs, and the
+    sizes of the files it scans (non-broadcast inputs from outside the region)."""
     results: list[ConsumedResult] = []
     consumed_bytes: dict[str, int] = {}
     broadcast: set[str] = set()
+    file_bytes: list[int] = []
     for exchange in plan.stages[name].inputs:
         is_broadcast = exchange.distribution is Distribution.BROADCAST
         if exchange.producer in in_region:
@@ -261,6 +281,8 @@ def _consumed(
             if record is None:
                 raise ValueError(f"stage {name!r}: no committed output for input {exchange.input_name!r}")
             sizes = record.partition_bytes
+            if not is_broadcast:
+                file_bytes.extend(sizes)
         results.append(ConsumedResult(sizes, broadcast=is_broadcast))
         consumed_bytes[exchange.input_name] = sum(sizes)
         if is_broadcast:
@@ -271,7 +293,14 @@ def _consumed(
         consumed_bytes[input_name] = sum(external.file_bytes)
         if is_broadcast:
             broadcast.add(input_name)
-    return results, consumed_bytes, broadcast
+        else:
+            file_bytes.extend(external.file_bytes)
+    return results, consumed_bytes, broadcast, tuple(file_bytes)
+
+
+def _as_work(consumed: Sequence[ConsumedResult], expansion: LearnedExpansion) -> list[ConsumedResult]:
+    """Non-broadcast inputs scaled to work bytes; broadcast bytes stay (they bound each task's volume)."""
+    return [r if r.broadcast else ConsumedResult([expansion.scale(b) for b in r.partition_bytes]) for r in consumed]
 
 
 def _consumers(

@@ -14,6 +14,7 @@ from airflow_provider_finegrained.planning.capacity import (
     decide_capacity,
 )
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
+from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 from airflow_provider_finegrained.planning.forward_groups import (
     UNDECIDED,
     GroupBounds,
@@ -61,6 +62,7 @@ __all__ = [
     "ExchangeMode",
     "ExecutorRequest",
     "GroupBounds",
+    "LearnedExpansion",
     "ParallelismConfig",
     "ParallelismDecision",
     "RegionSizing",

@@ -9,8 +9,9 @@ execution memory puts a floor under its parallelism so that one task's data fits
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_provider_finegrained.planning.resources import ResourceSpec, check_specs_not_mixed
 from airflow_provider_finegrained.planning.units import parse_bytes
@@ -71,6 +72,11 @@ class StageDemand:
     resources: ResourceSpec | None = None
     fixed: bool = False
     """A parallelism the user fixed: sizing leaves it as it is."""
+    memory_expansion: float | None = None
+    """In-memory bytes per consumed byte for this stage (learned); None: the profile's ``memory_expansion``."""
+    input_file_bytes: tuple[int, ...] = ()
+    """The measured size of each file the stage scans (committed upstream outputs and external
+    inputs, broadcast inputs excluded), in the order recorded."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,8 @@ class StageSizing:
     tasks_per_executor: tuple[int, int]
     """(fewest, most) tasks an executor runs for this stage with an even spread."""
     notes: tuple[str, ...] = ()
+    input_balance: Mapping[str, Any] | None = None
+    """How the stage's file input is spread over its tasks, for the trace (None: no files scanned)."""
 
     def session_conf(self) -> dict[str, str]:
         """Settings that change per stage inside one running session."""
@@ -149,7 +157,8 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
 
     sized: dict[str, tuple[int, int, tuple[str, ...]]] = {}
     for stage in stages:
-        floor = _memory_floor(stage, per_task_memory, profile.memory_expansion)
+        expansion = profile.memory_expansion if stage.memory_expansion is None else stage.memory_expansion
+        floor = _memory_floor(stage, per_task_memory, expansion)
         parallelism, notes = stage.parallelism, tuple[str, ...]()
         if not stage.fixed and floor > parallelism:
             parallelism = max(parallelism, min(floor, stage.max_parallelism))
