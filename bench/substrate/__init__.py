@@ -1,0 +1,1 @@
+"""Same substrate: the TPC-H pipeline's stage functions in one warm pool, where only the sizing differs."""

@@ -1,0 +1,59 @@
+"""One run of the pipeline's stage functions in a Spark Connect session of the warm pool.
+
+Each stage starts from Spark's defaults (``SPARK_DEFAULTS``), takes its policy's settings, runs under a
+job tag naming the run and the stage (so Spark's REST API attributes its jobs), writes its output as
+parquet or, for a pipelined producer, hands it over in memory as a region does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.compare.pipeline import STAGE_INPUTS, STAGES, fused_producers, parse_input
+from bench.substrate.policies import REPO, SPARK_DEFAULTS
+
+ConfFor = Callable[[str], dict[str, str]]
+
+
+def run_pipeline(spark: Any, tables: Path, out: Path, conf_for: ConfFor, tag: str) -> dict[str, dict[str, Any]]:
+    """Run every stage in order; per stage its wall time, tag and the settings it ran with."""
+    if str(REPO / "dags_examples") not in sys.path:
+        sys.path.insert(0, str(REPO / "dags_examples"))
+    queries = importlib.import_module("tpch_queries")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    fused = fused_producers(list(STAGES))
+    held: dict[str, Any] = {}
+    stages: dict[str, dict[str, Any]] = {}
+    for stage in STAGES:
+        conf = {**SPARK_DEFAULTS, **conf_for(stage)}
+        stage_tag = f"{tag}-{stage}"
+        started = time.perf_counter()
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        spark.addTag(stage_tag)
+        try:
+            kwargs: dict[str, Any] = {}
+            for param, ref in STAGE_INPUTS[stage].items():
+                kind, name = parse_input(ref)
+                if kind == "table":
+                    kwargs[param] = spark.read.parquet(str(tables / f"{name}.parquet"))
+                elif name in held:
+                    kwargs[param] = held.pop(name)
+                else:
+                    kwargs[param] = spark.read.parquet(str(out / name))
+            result = queries.STAGES[stage](spark, **kwargs)
+            if stage in fused:
+                held[stage] = result  # runs inside its consumer's query, as in a pipelined region
+            else:
+                result.write.mode("overwrite").parquet(str(out / stage))
+        finally:
+            spark.removeTag(stage_tag)
+        stages[stage] = {"wall_s": time.perf_counter() - started, "tag": stage_tag, "conf": conf_for(stage)}
+    return stages

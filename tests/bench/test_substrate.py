@@ -1,0 +1,59 @@
+"""The same-substrate benchmark's parts that need no Spark: the provider's decisions from file sizes, the tables."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.compare.pipeline import STAGES
+from bench.substrate.__main__ import _summary, render
+from bench.substrate.policies import SPARK_DEFAULTS, ProviderSizing, oracle_conf
+from bench.substrate.spark_metrics import METRICS
+
+MiB = 2**20
+
+
+def _file(path: Path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        f.truncate(size)  # only the size is read
+
+
+def test_the_provider_policy_decides_through_the_provider_s_own_planner(tmp_path: Path) -> None:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+    tables, out = tmp_path / "tables", tmp_path / "out"
+    _file(tables / "lineitem.parquet", 300 * MiB)
+    settings = ConnectionSettings.embedded_default(airflow_home=str(tmp_path / "home"), defaults={"warm_pool": "off"})
+    sizing = ProviderSizing(tables, out, settings)
+    conf = sizing.conf_for("lineitem_projected")
+    # 300 MiB / 64 MiB = 4.7 -> 5 tasks before sizing; the decision and the session settings agree.
+    decided = sizing.decided["lineitem_projected"]
+    assert decided["consumed_bytes"] == 300 * MiB
+    assert conf["spark.sql.shuffle.partitions"] == str(decided["parallelism"])
+    assert decided["parallelism"] >= math.ceil(300 / 64)
+    assert conf["spark.sql.adaptive.enabled"] == "true"
+    # Its consumer is decided from what the stage wrote in this run (two files here), when it runs.
+    _file(out / "lineitem_projected" / "part-0.parquet", 100 * MiB)
+    _file(out / "lineitem_projected" / "part-1.parquet", 60 * MiB)
+    sizing.conf_for("q1_pricing_summary")
+    assert sizing.decided["q1_pricing_summary"]["consumed_bytes"] == 160 * MiB
+    # Every key a policy sets starts from Spark's default in each stage.
+    assert set(oracle_conf(dict.fromkeys(STAGES, 3), "q3_join")) <= set(SPARK_DEFAULTS)
+
+
+def _run(wall: float, cpu: float) -> dict[str, Any]:
+    stage = {"wall_s": wall / len(STAGES), **dict.fromkeys(METRICS, 1.0), "cpu_time_s": cpu / len(STAGES)}
+    return {"wall_s": wall, "stages": dict.fromkeys(STAGES, stage), **dict.fromkeys(METRICS, 8.0), "cpu_time_s": cpu}
+
+
+def test_the_summary_is_the_median_of_repeats_and_the_table_compares_with_defaults_and_oracle() -> None:
+    runs = {"defaults": [_run(30, 4), _run(20, 2), _run(10, 6)], "oracle": [_run(10, 1)], "provider": [_run(15, 3)]}
+    summary = {p: _summary(r) for p, r in runs.items()}
+    assert summary["defaults"]["wall_s"] == 20 and summary["defaults"]["cpu_time_s"] == 4
+    assert summary["defaults"]["wall_range_s"] == [10, 30]
+    results = {"command": "x", "pool_start_s": 1, "scales": {"1": {"summary": summary, "answers_identical": True}}}
+    table = render(results)
+    assert "| 1 | provider | 1 | 15.0 | 15.0 - 15.0 | 0.75x | 1.50x |" in table
+    assert "| 1 | defaults | 3 | 20.0 | 10.0 - 30.0 | 1.00x | 2.00x |" in table
