@@ -115,3 +115,50 @@ def test_a_spark_connect_sessions_report_is_read_over_http_from_the_status_api()
         get_status_json(closed_port_url())
     assert caught.value.reason == "[Errno 111] Connection refused"
     assert len(server.requests) == 4
+
+
+def test_spark_byte_and_record_counts_are_kept_and_old_reports_still_read() -> None:
+    # Field names as a real Spark 4.3 local session's /api/v1/applications/<app>/stages answers them.
+    spark_fields = {
+        "inputBytes": 8510,
+        "inputRecords": 200_000,
+        "shuffleReadBytes": 1944,
+        "shuffleWriteBytes": 2000,
+        "memoryBytesSpilled": 4096,
+        "diskBytesSpilled": 1024,
+        "peakExecutionMemory": 8_650_736,
+    }
+    (parsed,) = parse_stage_attempts([attempt(2, "COMPLETE", 2, {"0": 2}) | spark_fields])
+    assert (
+        parsed.input_bytes,
+        parsed.input_records,
+        parsed.shuffle_read_bytes,
+        parsed.shuffle_write_bytes,
+        parsed.memory_bytes_spilled,
+        parsed.disk_bytes_spilled,
+        parsed.peak_execution_memory,
+    ) == (8510, 200_000, 1944, 2000, 4096, 1024, 8_650_736)
+    assert parsed.spilled
+    skipped = parse_stage_attempts([attempt(3, "SKIPPED", 2, {}) | spark_fields])[0]
+    report = StageTaskReport(["0"], [parsed, skipped])
+    assert report.total("shuffle_read_bytes") == 1944  # a skipped stage read nothing
+    assert StageTaskReport.from_dict(report.to_dict()) == report
+    # A report written before these counts were kept reads as zeros.
+    old = {
+        "executors": ["0"],
+        "spark_stages": [
+            {
+                "stage_id": 1,
+                "attempt": 0,
+                "status": "COMPLETE",
+                "tasks": 2,
+                "per_executor": {"0": 2},
+                "run_time_s": 1.0,
+                "cpu_time_s": 0.5,
+            }
+        ],
+    }
+    (stage,) = StageTaskReport.from_dict(old).spark_stages
+    assert (stage.shuffle_read_bytes, stage.peak_execution_memory, stage.spilled) == (0, 0, False)
+    with pytest.raises(ValueError, match="unknown Spark stage metric 'bytes'; known: input_bytes, input_records"):
+        report.total("bytes")

@@ -33,6 +33,34 @@ class SparkStageTasks:
     """Succeeded tasks by executor id."""
     run_time_s: float
     cpu_time_s: float
+    # Spark's own byte and record counts (the status API's stage fields; 0 in reports written before
+    # they were kept). Sums over the attempt's tasks, peak_execution_memory included.
+    input_bytes: int = 0
+    """``inputBytes``: bytes read from files (parquet counts only the columns read)."""
+    input_records: int = 0
+    shuffle_read_bytes: int = 0
+    shuffle_write_bytes: int = 0
+    memory_bytes_spilled: int = 0
+    """``memoryBytesSpilled``: the in-memory size of what was spilled."""
+    disk_bytes_spilled: int = 0
+    peak_execution_memory: int = 0
+    """``peakExecutionMemory``: the sum of each task's peak execution memory."""
+
+    @property
+    def spilled(self) -> bool:
+        return self.memory_bytes_spilled > 0 or self.disk_bytes_spilled > 0
+
+
+_METRIC_FIELDS = {
+    "input_bytes": "inputBytes",
+    "input_records": "inputRecords",
+    "shuffle_read_bytes": "shuffleReadBytes",
+    "shuffle_write_bytes": "shuffleWriteBytes",
+    "memory_bytes_spilled": "memoryBytesSpilled",
+    "disk_bytes_spilled": "diskBytesSpilled",
+    "peak_execution_memory": "peakExecutionMemory",
+}
+"""Our field name to the Spark 4 status API's name in ``/api/v1/applications/<app>/stages/<id>``."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +79,12 @@ class StageTaskReport:
     @property
     def cpu_time_s(self) -> float:
         return sum(s.cpu_time_s for s in self.spark_stages)
+
+    def total(self, metric: str) -> int:
+        """``metric`` (a byte or record field of :class:`SparkStageTasks`) summed over the Spark stages that ran."""
+        if metric not in _METRIC_FIELDS:
+            raise ValueError(f"unknown Spark stage metric {metric!r}; known: {', '.join(_METRIC_FIELDS)}")
+        return sum(int(getattr(s, metric)) for s in self.spark_stages if s.status != "SKIPPED")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +121,7 @@ def parse_stage_attempts(attempts: Iterable[Mapping[str, Any]]) -> list[SparkSta
             per_executor={k: int(v.get("succeededTasks", 0)) for k, v in (a.get("executorSummary") or {}).items()},
             run_time_s=int(a.get("executorRunTime", 0)) / 1000,
             cpu_time_s=int(a.get("executorCpuTime", 0)) / 1e9,
+            **{ours: int(a.get(theirs) or 0) for ours, theirs in _METRIC_FIELDS.items()},
         )
         for a in attempts
     ]
