@@ -29,6 +29,7 @@ from airflow_provider_finegrained.hooks.setting import (
 from airflow_provider_finegrained.launchers.master import MASTER_FORMS, MasterInfo, MasterKind
 from airflow_provider_finegrained.launchers.master import parse_master as _parse_master_url
 from airflow_provider_finegrained.planning import DEFAULT_AVG_BYTES_PER_TASK, ParallelismConfig, ResourceBounds
+from airflow_provider_finegrained.planning.history import DEFAULT_MIN_RUNS as DEFAULT_HISTORY_MIN_RUNS
 from airflow_provider_finegrained.planning.parallelism import NORMALIZE_MODES
 from airflow_provider_finegrained.secrets import is_secret_key as is_secret_conf_key
 from airflow_provider_finegrained.secrets import redact_url
@@ -431,6 +432,26 @@ class ParallelismSettings(SettingsModel):
             "true",
         ),
     ] = True
+    learn_from_history: Annotated[
+        bool,
+        boolean(
+            "Learn from history",
+            "Correct each stage's parallelism and memory floor with the expansion learned from its past runs "
+            "(shuffle bytes and peak memory per byte on disk, kept under the storage root's _history folder); "
+            "false decides from bytes on disk alone and records nothing.",
+            "true",
+        ),
+    ] = True
+    history_min_runs: Annotated[
+        int,
+        integer(
+            "History runs needed",
+            "Usable past runs (succeeded, shuffled, not run inside another stage's jobs) a stage needs before "
+            "its learned expansion corrects a decision.",
+            "3",
+            minimum=1,
+        ),
+    ] = DEFAULT_HISTORY_MIN_RUNS
 
     def parallelism_config(self, **overrides: Any) -> ParallelismConfig:
         """The adaptive-parallelism bounds of these settings, with per-stage ``overrides``."""

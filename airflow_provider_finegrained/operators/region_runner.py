@@ -37,6 +37,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     reduced_profile,
     region_request,
 )
+from airflow_provider_finegrained.execution.history_store import HistoryStore, RegionHistory
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
@@ -63,7 +64,7 @@ from airflow_provider_finegrained.operators.region_context import (
     RunContext,
     RunFacts,
 )
-from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig
+from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
@@ -132,6 +133,9 @@ class RegionRunner:
         )
         self.deferrable = deferrable
         self.statuses: dict[str, StageStatus] = {}
+        store = HistoryStore(settings.storage_root, self.dag.dag_id, self.storage_options)
+        on, runs = settings.learn_from_history, settings.history_min_runs
+        self.history = RegionHistory(store, enabled=on, min_runs=runs, run_id=self.run.run_id, log=self.log)
         self._launcher: Launcher | None = None
         self._handle: LaunchHandle | None = None
         self._remote: RemoteApplication | None = None
@@ -174,7 +178,7 @@ class RegionRunner:
             capacity = CapacityRecord(grant.trace(self.waited_s()))
             if grant.decision.outcome is CapacityOutcome.REDUCED:
                 smaller = reduced_profile(self.settings.cluster_profile(), decision.sizing, grant.decision.executors)
-                decision = decide_region(self.plan, self.region, inputs, self.config_for, smaller)
+                decision = self.decide(inputs, smaller)
                 capacity = CapacityRecord(capacity.trace, decision.sizing.executor_instances)
             timings["decide_s"] = time.perf_counter() - clock
             return self.launch_and_collect(launcher, carrier, decision, inputs, capacity, timings)
@@ -284,7 +288,7 @@ class RegionRunner:
         decision = self.decide(inputs)
         if facts.reduced_to_executors is not None:
             smaller = reduced_profile(self.settings.cluster_profile(), decision.sizing, facts.reduced_to_executors)
-            decision = decide_region(self.plan, self.region, inputs, self.config_for, smaller)
+            decision = self.decide(inputs, smaller)
         self.push_region_info(handle.try_number)
         self._remote = RemoteApplication(self.settings, handle)
         self._stored = True  # back from a deferral, the handle is in the store
@@ -370,8 +374,10 @@ class RegionRunner:
         except ValueError as exc:
             raise ValueError(f"stage {stage!r}: {exc}") from exc
 
-    def decide(self, inputs: Mapping[str, StageInputs]) -> RegionDecision:
-        return decide_region(self.plan, self.region, inputs, self.config_for, self.settings.cluster_profile())
+    def decide(self, inputs: Mapping[str, StageInputs], profile: ClusterProfile | None = None) -> RegionDecision:
+        profile = profile or self.settings.cluster_profile()
+        learned = self.history.learned(self.members)
+        return decide_region(self.plan, self.region, inputs, self.config_for, profile, learned)
 
     # ------------------------------------------------------------------ 3. launcher
 
@@ -573,6 +579,7 @@ class RegionRunner:
             if status and status.state == "success":
                 # The folder's try: the one whose application committed the output (under its fencing token).
                 records[member] = OutputRecord.from_committed(member, status.output, self.folder.try_number)
+        self.history.record(traces, {m: s.state == "success" for m, s in self.statuses.items()})
         if len(records) == len(self.members):
             # A revoked try may have written on after this try's reset (a warm job, an orphaned driver).
             for location in self.folder.sweep(self.members):
