@@ -14,6 +14,7 @@ from airflow_provider_finegrained.execution.capacity_gate import minimum_resourc
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig, RegionSizing
+from airflow_provider_finegrained.planning.balance import producer_row_group_bytes, skew_join_conf
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob
 
 if TYPE_CHECKING:
@@ -102,6 +103,10 @@ def build_region_job(
                     folder.output_location(member, task.output_path) if needs_output or task.output_path else None
                 ),
                 output_format=task.output_format,
+                write_options=write_options(
+                    task.output_format,
+                    [config_for(c) for c in decision.outside_consumers[member]] or [config_for(member)],
+                ),
                 callable_path=callable_path,
                 application=task.application,
                 application_args=[str(a) for a in task.application_args],
@@ -119,12 +124,26 @@ def adaptive_conf(enabled: bool, config: ParallelismConfig) -> dict[str, str]:
     if not enabled:
         return {"spark.sql.adaptive.enabled": "false"}
     # The decided parallelism is an upper bound that AQE may coalesce towards the same bytes per task when
-    # filters leave less data than planned.
+    # filters leave less data than planned; a hot key's partition is split towards that size too (Spark's
+    # skew thresholds, 5x the median and 256 MiB, never fire on partitions sized at a few MiB).
     return {
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
         "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(config.avg_bytes_per_task),
+        **skew_join_conf(config.avg_bytes_per_task),
     }
+
+
+def write_options(output_format: str, consumer_configs: Sequence[ParallelismConfig]) -> dict[str, str]:
+    """A producer's writer options: parquet row groups small enough for its consumers' splits to cut.
+
+    Spark gives a parquet row group to the split holding its midpoint, so a file written as one 128 MiB
+    row group is read by one task however small the consumers' splits are.
+    """
+    if output_format != "parquet" or not consumer_configs:
+        return {}
+    smallest = min(c.avg_bytes_per_task for c in consumer_configs)
+    return {"parquet.block.size": str(producer_row_group_bytes(smallest))}
 
 
 def application_conf(

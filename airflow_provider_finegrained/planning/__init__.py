@@ -3,6 +3,7 @@
 Imports neither Airflow nor Spark, so it can be read, tested and reused alone.
 """
 
+from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance, simulate_scan_tasks
 from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
@@ -31,7 +32,6 @@ from airflow_provider_finegrained.planning.parallelism import (
     explain_parallelism,
 )
 from airflow_provider_finegrained.planning.plan import DagPlan, Exchange, StagePlan, plan_stages
-from airflow_provider_finegrained.planning.ranges import balanced_ranges
 from airflow_provider_finegrained.planning.regions import compute_pipelined_regions
 from airflow_provider_finegrained.planning.resources import (
     ResourceSpec,
@@ -62,6 +62,7 @@ __all__ = [
     "ExchangeMode",
     "ExecutorRequest",
     "GroupBounds",
+    "InputBalance",
     "LearnedExpansion",
     "ParallelismConfig",
     "ParallelismDecision",
@@ -76,11 +77,11 @@ __all__ = [
     "StageSpec",
     "WorkerCapacity",
     "WorkerShape",
-    "balanced_ranges",
     "check_resource_stability",
     "check_specs_not_mixed",
     "compute_forward_groups",
     "compute_pipelined_regions",
+    "decide_balance",
     "decide_capacity",
     "decide_parallelism",
     "even_waves",
@@ -91,5 +92,6 @@ __all__ = [
     "parse_bytes",
     "plan_stages",
     "propagate_forward_parallelism",
+    "simulate_scan_tasks",
     "size_region",
 ]

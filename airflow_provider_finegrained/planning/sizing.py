@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_finegrained.planning.balance import SPARK_OPEN_COST_BYTES, InputBalance, decide_balance, spread
 from airflow_provider_finegrained.planning.resources import ResourceSpec, check_specs_not_mixed
 from airflow_provider_finegrained.planning.units import parse_bytes
 
@@ -91,15 +92,23 @@ class StageSizing:
     tasks_per_executor: tuple[int, int]
     """(fewest, most) tasks an executor runs for this stage with an even spread."""
     notes: tuple[str, ...] = ()
-    input_balance: Mapping[str, Any] | None = None
-    """How the stage's file input is spread over its tasks, for the trace (None: no files scanned)."""
+    balance: InputBalance | None = None
+    """The scan settings balanced from the measured file sizes (None: the stage scans no files)."""
+
+    @property
+    def input_balance(self) -> Mapping[str, Any] | None:
+        """How the stage's file input is spread over its tasks, for the trace (None: no files scanned)."""
+        return self.balance.to_dict() if self.balance else None
 
     def session_conf(self) -> dict[str, str]:
         """Settings that change per stage inside one running session."""
-        return {
+        conf = {
             "spark.sql.shuffle.partitions": str(self.parallelism),
             "spark.sql.files.maxPartitionBytes": str(self.max_partition_bytes),
         }
+        if self.balance:
+            conf.update(self.balance.session_conf())
+        return conf
 
 
 @dataclass(frozen=True)
@@ -195,16 +204,29 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
                 notes = (*notes, f"{parallelism} -> {balanced} for even waves over {slots} slots")
                 parallelism = balanced
         used_executors = executors if not shape.local else 1
+        balance = decide_balance(stage.input_file_bytes, parallelism, cores=slots * task_cpus)
+        if balance and (
+            balance.open_cost_bytes < SPARK_OPEN_COST_BYTES or balance.file_bytes[2] > balance.max_partition_bytes
+        ):
+            notes = (
+                *notes,
+                f"input balance: {balance.file_count} files split at {balance.max_partition_bytes} bytes, "
+                f"open cost {balance.open_cost_bytes}; predicted task max/median {balance.spread:.2f} "
+                f"(Spark's defaults: {spread(balance.default_task_bytes):.2f})",
+            )
         result[stage.stage] = StageSizing(
             stage=stage.stage,
             parallelism=parallelism,
             requested_parallelism=stage.parallelism,
             waves=math.ceil(parallelism / slots),
-            max_partition_bytes=split_bytes(stage.consumed_bytes, parallelism),
+            max_partition_bytes=balance.max_partition_bytes
+            if balance
+            else split_bytes(stage.consumed_bytes, parallelism),
             per_task_memory=int(per_task_memory * stage.memory_fraction),
             memory_floor=floor,
             tasks_per_executor=(parallelism // used_executors, -(-parallelism // used_executors)),
             notes=notes,
+            balance=balance,
         )
     return RegionSizing(
         executor_instances=executors,

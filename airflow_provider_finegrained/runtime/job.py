@@ -52,6 +52,8 @@ class StageJob:
     output_location: str | None
     """Where to commit the output; None when it is only handed over in memory."""
     output_format: str = "parquet"
+    write_options: dict[str, str] = field(default_factory=dict)
+    """The writer's options for the output (``parquet.block.size``: row groups its consumers can split)."""
     callable_path: str | None = None
     """A cloudpickled ``fn(spark, **inputs, **kwargs) -> DataFrame``."""
     application: str | None = None

@@ -123,6 +123,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
                     result,
                     stage.output_location,
                     stage.output_format,
+                    stage.write_options,
                     root=job.storage_root,
                     storage_options=storage_options(spark, stage.output_location),
                     fence=Fence.for_stage(job.storage_root, job.dag_id, job.run_id, stage.name, job.try_number),

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.execution.region_job import adaptive_conf, application_conf
+from airflow_provider_finegrained.execution.region_job import adaptive_conf, application_conf, write_options
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
 
@@ -27,12 +27,30 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
                 "spark.sql.adaptive.enabled": "true",
                 "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
                 "spark.sql.adaptive.advisoryPartitionSizeInBytes": "1048576",
+                # a hot key's partition above 2x the median and the advisory size is split
+                "spark.sql.adaptive.skewJoin.enabled": "true",
+                "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
+                "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "1048576",
             },
         ),
     ],
 )
 def test_adaptive_conf(enabled: bool, expected: dict[str, str]) -> None:
     assert adaptive_conf(enabled, ParallelismConfig(avg_bytes_per_task=2**20)) == expected
+
+
+@pytest.mark.parametrize(
+    ("fmt", "consumer_bytes", "expected"),
+    [
+        # a quarter of the smallest consumer's bytes per task
+        ("parquet", [64 * 2**20, 8 * 2**20], {"parquet.block.size": str(2 * 2**20)}),
+        ("parquet", [2**40], {"parquet.block.size": str(128 * 2**20)}),  # never above parquet's default
+        ("csv", [8 * 2**20], {}),  # only parquet has row groups
+        ("parquet", [], {}),
+    ],
+)
+def test_write_options(fmt: str, consumer_bytes: list[int], expected: dict[str, str]) -> None:
+    assert write_options(fmt, [ParallelismConfig(avg_bytes_per_task=b) for b in consumer_bytes]) == expected
 
 
 def test_application_conf_layers_launcher_connection_and_stages() -> None:

@@ -1,6 +1,6 @@
 """Hand-worked specification tables for the parallelism half of the planning core.
 
-Covers ParallelismConfig validation, decide_parallelism (FLIP-187's decider), balanced_ranges,
+Covers ParallelismConfig validation, decide_parallelism (FLIP-187's decider),
 ResourceSpec parsing and managed_memory_fractions. Every expected value was worked out by hand
 from the written specification; the arithmetic is in the comments.
 
@@ -19,7 +19,6 @@ from airflow_provider_finegrained.planning import (
     ConsumedResult,
     ParallelismConfig,
     ResourceSpec,
-    balanced_ranges,
     decide_parallelism,
     managed_memory_fractions,
 )
@@ -262,126 +261,6 @@ DECIDE_CASES = [
 @pytest.mark.parametrize(("consumed", "kwargs", "expected"), DECIDE_CASES)
 def test_decide_parallelism_table(consumed: list[ConsumedResult], kwargs: dict[str, Any], expected: int) -> None:
     assert decide_parallelism(consumed, ParallelismConfig(**kwargs)) == expected
-
-
-# ---------------------------------------------------------------------------------------------
-# balanced_ranges
-# ---------------------------------------------------------------------------------------------
-
-RANGE_CASES = [
-    pytest.param([], {"avg_bytes_per_task": 20}, [], id="empty"),
-    # L=20: [10,10]=20 <= 20; +10 = 30 > 20 closes -> (0,1), (2,3).
-    pytest.param([10, 10, 10, 10], {"avg_bytes_per_task": 20}, [(0, 1), (2, 3)], id="even-pairs"),
-    # L=10: [1,1]=2, +100 > 10 closes (0,1); [100] alone (2,2); [1,1] -> (3,4).
-    pytest.param([1, 1, 100, 1, 1], {"avg_bytes_per_task": 10}, [(0, 1), (2, 2), (3, 4)], id="skewed"),
-    # Sum exactly equal to the limit does not close the range.
-    pytest.param([10, 10, 10], {"avg_bytes_per_task": 30}, [(0, 2)], id="exact-fill"),
-    pytest.param([10, 10, 10], {"avg_bytes_per_task": 29}, [(0, 1), (2, 2)], id="one-byte-short"),
-    pytest.param([50], {"avg_bytes_per_task": 10}, [(0, 0)], id="single-huge"),
-    # 0+0+10 = 10 <= 10, +0 = 10 <= 10 -> never "past" the limit -> one range.
-    pytest.param([0, 0, 10, 0], {"avg_bytes_per_task": 10}, [(0, 3)], id="zero-partitions-join"),
-    pytest.param([0, 0, 0], {"avg_bytes_per_task": 10}, [(0, 2)], id="all-zero-partitions"),
-    # [6] +5 = 11 > 10 closes; [5,5]=10 -> (1,2); [4,6]=10 -> (3,4); [11] alone -> (5,5).
-    pytest.param([6, 5, 5, 4, 6, 11], {"avg_bytes_per_task": 10}, [(0, 0), (1, 2), (3, 4), (5, 5)], id="greedy-mixed"),
-    # [50] > 10 alone; [1,2] = 3.
-    pytest.param([50, 1, 2], {"avg_bytes_per_task": 10}, [(0, 0), (1, 2)], id="huge-first"),
-    # [3,4]=7, +50 > 10 closes (0,1); [50], +2 > 10 closes (2,2); [2,8]=10 -> (3,4).
-    pytest.param([3, 4, 50, 2, 8], {"avg_bytes_per_task": 10}, [(0, 1), (2, 2), (3, 4)], id="huge-middle"),
-    pytest.param(
-        [10, 10, 10, 10],
-        {"avg_bytes_per_task": 20, "min_parallelism": 2, "max_parallelism": 2},
-        [(0, 1), (2, 3)],
-        id="greedy-count-equals-min-and-max",
-    ),
-    # --- fewer than the minimum
-    # [5]*6, V=30, min=2. Greedy L=30: one range (sum 30) -> 1 < 2. Largest L <= 30 with >= 2:
-    # L=29 -> [5*5=25] then [5] -> count 2 ((0,4),(5,5), uneven). Smallest L with count 2: counts are
-    # ceil(6 / floor(L/5)): L 15..19 -> 2, L 10..14 -> 3, so L=15 -> (0,2),(3,5).
-    pytest.param(
-        [5, 5, 5, 5, 5, 5],
-        {"avg_bytes_per_task": 30, "min_parallelism": 2},
-        [(0, 2), (3, 5)],
-        id="fewer-than-min-most-even",
-    ),
-    # [1,1,100,1,1] (sum 104), V=200, min=3. L>=104 -> 1; L=102,103 -> 2; L=101 -> [1,1] | [100,1] |
-    # [1] -> 3, so largest L = 101 -> count 3 (ranges (0,1),(2,3),(4,4)). Smallest L with count 3:
-    # L=2 -> [1,1] | [100] | [1,1] = 3; L=1 -> 5 singles. So L=2 -> (0,1),(2,2),(3,4).
-    pytest.param(
-        [1, 1, 100, 1, 1],
-        {"avg_bytes_per_task": 200, "min_parallelism": 3},
-        [(0, 1), (2, 2), (3, 4)],
-        id="fewer-than-min-skewed-smallest-limit",
-    ),
-    # [10]*4, V=40, min=3: L>=40 -> 1, L 20..39 -> 2, L <= 19 -> 4. Largest L with >= 3 is 19 -> count 4
-    # (inside [3, 128]); every smaller limit also gives 4 singles.
-    pytest.param(
-        [10, 10, 10, 10],
-        {"avg_bytes_per_task": 40, "min_parallelism": 3},
-        [(0, 0), (1, 1), (2, 2), (3, 3)],
-        id="fewer-than-min-jumps-past-min",
-    ),
-    # --- more than the maximum
-    # [10]*8, V=10, max=3: L=10 -> 8 singles. count = ceil(8 / floor(L/10)): L 20..29 -> 4,
-    # L 30..39 -> 3 -> smallest L = 30 -> (0,2),(3,5),(6,7).
-    pytest.param(
-        [10] * 8,
-        {"avg_bytes_per_task": 10, "max_parallelism": 3},
-        [(0, 2), (3, 5), (6, 7)],
-        id="more-than-max-even",
-    ),
-    # [3,9,2,7,5,1,8], V=10, max=3.
-    # L=10: [3] [9] [2,7] [5,1] [8] -> 5.  L=11: [3] [9,2] [7] [5,1] [8] -> 5.
-    # L=12: [3,9] [2,7] [5,1] [8] -> 4.    L=13: same as 12 -> 4.
-    # L=14: [3,9,2]=14 [7,5,1]=13 [8] -> 3 <= 3 -> (0,2),(3,5),(6,6).
-    pytest.param(
-        [3, 9, 2, 7, 5, 1, 8],
-        {"avg_bytes_per_task": 10, "max_parallelism": 3},
-        [(0, 2), (3, 5), (6, 6)],
-        id="more-than-max-skewed",
-    ),
-    # --- fallback to equal counts
-    # Brief's case: [10]*4, V=25, min=max=3. Counts possible: 4 (L<=19), 2 (L 20..39), 1 (L>=40);
-    # 3 is impossible. n = decide = ceil(40/25) = 2 -> clamp 3. N=4: i*4//3 -> [0,0], [1,1], [2,3].
-    pytest.param(
-        [10, 10, 10, 10],
-        {"avg_bytes_per_task": 25, "min_parallelism": 3, "max_parallelism": 3},
-        [(0, 0), (1, 1), (2, 3)],
-        id="fallback-counts-jump-over-bounds",
-    ),
-    # Via the "fewer" path: L=40 -> 1; largest L with >=3 is 19 -> 4 > max -> fallback.
-    # n = ceil(40/40) = 1 -> clamp 3.
-    pytest.param(
-        [10, 10, 10, 10],
-        {"avg_bytes_per_task": 40, "min_parallelism": 3, "max_parallelism": 3},
-        [(0, 0), (1, 1), (2, 3)],
-        id="fallback-from-fewer-path",
-    ),
-    # Via the "more" path: L=10 -> 4 > 3; smallest L >= 10 with <= 3 is 20 -> 2 < min -> fallback.
-    # n = ceil(40/10) = 4 -> clamp 3.
-    pytest.param(
-        [10, 10, 10, 10],
-        {"avg_bytes_per_task": 10, "min_parallelism": 3, "max_parallelism": 3},
-        [(0, 0), (1, 1), (2, 3)],
-        id="fallback-from-more-path",
-    ),
-    # [10]*12, V=14, bounds [7, 11]. Possible counts ceil(12/k): 12, 6, 4, 3, 2, 1 -> none in [7, 11].
-    # L=14 -> 12 singles > 11; L=20 -> 6 < 7 -> fallback. n = ceil(120/14) = ceil(8.57) = 9 (inside the
-    # bounds, so decide's value is used unclamped). N=12, n=9, start_i = i*12//9:
-    # 0,1,2,4,5,6,8,9,10,(12) -> (0,0),(1,1),(2,3),(4,4),(5,5),(6,7),(8,8),(9,9),(10,11).
-    pytest.param(
-        [10] * 12,
-        {"avg_bytes_per_task": 14, "min_parallelism": 7, "max_parallelism": 11},
-        [(0, 0), (1, 1), (2, 3), (4, 4), (5, 5), (6, 7), (8, 8), (9, 9), (10, 11)],
-        id="fallback-uses-decided-n",
-    ),
-]
-
-
-@pytest.mark.parametrize(("partitions", "kwargs", "expected"), RANGE_CASES)
-def test_balanced_ranges_table(partitions: list[int], kwargs: dict[str, Any], expected: list[tuple[int, int]]) -> None:
-    ranges = balanced_ranges(partitions, ParallelismConfig(**kwargs))
-    assert [tuple(r) for r in ranges] == expected
-    assert ranges == expected
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,284 @@
+"""Even scan tasks from the measured size of every file a stage reads.
+
+Spark packs a scan's files into tasks itself (``FilePartition`` in Spark's sql/core): it splits each
+file into chunks of ``maxSplitBytes = min(maxPartitionBytes, max(openCostInBytes, bytesPerCore))``
+(``bytesPerCore`` = every file's bytes plus one open cost each, over ``minPartitionNum``), sorts the
+chunks by size, largest first, and fills tasks next-fit, counting ``openCostInBytes`` for every chunk.
+A parquet chunk reads the row groups whose midpoint lies in it, so a file written as one large row
+group is read by one task however it is split.
+
+The provider does not reorder files; it sets the three scan settings from the measured sizes, so that
+Spark's own packing gives even tasks, and asks producers for row groups small enough to split:
+
+- ``maxPartitionBytes`` = the stage's bytes over its decided parallelism (a large file is cut in
+  chunks of that size, small files fill up to it);
+- ``openCostInBytes`` at most 1/8 of the median file and 1/32 of the split (Spark's 4 MiB makes a task
+  of small files look full long before it is: its data would shrink by the open costs it counts);
+- ``minPartitionNum`` = the parallelism, so the split does not shrink to the total over the cores.
+
+:func:`simulate_scan_tasks` replays Spark's packing, so the decision carries the predicted bytes of
+every task and their max/median. Pure: no Spark import.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MiB = 2**20
+SPARK_MAX_PARTITION_BYTES = 128 * MiB
+"""Spark's default ``spark.sql.files.maxPartitionBytes``."""
+SPARK_OPEN_COST_BYTES = 4 * MiB
+"""Spark's default ``spark.sql.files.openCostInBytes``."""
+PARQUET_ROW_GROUP_BYTES = 128 * MiB
+"""parquet-mr's default ``parquet.block.size`` (its row-group size)."""
+MIN_SPLIT_BYTES = 1 * MiB
+MIN_ROW_GROUP_BYTES = 1 * MiB
+ROW_GROUPS_PER_SPLIT = 4
+"""A split holds about this many row groups, so whole row groups put a task within 1/4 of its split."""
+OPEN_COST_SHARE_OF_MEDIAN_FILE = 8
+OPEN_COST_SHARE_OF_SPLIT = 32
+SKEW_FACTOR = 2
+"""AQE splits a shuffle partition above this multiple of the median (and above the advisory size)."""
+
+
+@dataclass(frozen=True)
+class InputBalance:
+    """The scan settings of one stage and the task spread they give, as Spark packs the files."""
+
+    max_partition_bytes: int
+    open_cost_bytes: int
+    min_partition_num: int
+    row_group_bytes: int
+    """The row-group size the prediction assumes for the scanned files (the producers' write option)."""
+    file_count: int
+    file_bytes: tuple[int, int, int]
+    """(smallest, median, largest) scanned file."""
+    task_bytes: tuple[int, ...]
+    """Predicted data bytes of every scan task, in Spark's order."""
+    default_task_bytes: tuple[int, ...]
+    """Predicted task bytes with Spark's default scan settings and parquet's default row groups."""
+    why: str
+
+    @property
+    def spread(self) -> float:
+        """Predicted max/median of the tasks' bytes (1.0 for no or one task)."""
+        return spread(self.task_bytes)
+
+    def session_conf(self) -> dict[str, str]:
+        """The scan settings to set in the stage's session."""
+        return {
+            "spark.sql.files.maxPartitionBytes": str(self.max_partition_bytes),
+            "spark.sql.files.openCostInBytes": str(self.open_cost_bytes),
+            "spark.sql.files.minPartitionNum": str(self.min_partition_num),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record for the stage's trace (``StageTrace.input_balance``)."""
+        ordered = sorted(self.task_bytes)
+        return {
+            "settings": self.session_conf(),
+            "row_group_bytes": self.row_group_bytes,
+            "files": self.file_count,
+            "file_bytes": {"min": self.file_bytes[0], "median": self.file_bytes[1], "max": self.file_bytes[2]},
+            "predicted_tasks": len(self.task_bytes),
+            "predicted_task_bytes": {
+                "min": ordered[0] if ordered else 0,
+                "median": _median(ordered),
+                "max": ordered[-1] if ordered else 0,
+            },
+            "predicted_max_over_median": round(self.spread, 2),
+            "spark_default_tasks": len(self.default_task_bytes),
+            "spark_default_max_over_median": round(spread(self.default_task_bytes), 2),
+            "why": self.why,
+        }
+
+
+def producer_row_group_bytes(consumer_bytes_per_task: int) -> int:
+    """The ``parquet.block.size`` a producer writes with, so its consumers' splits can cut its files.
+
+    A quarter of the consumers' bytes per task, within [1 MiB, parquet's 128 MiB default].
+    """
+    if consumer_bytes_per_task < 1:
+        raise ValueError(f"consumer bytes per task must be >= 1, got {consumer_bytes_per_task}")
+    return max(MIN_ROW_GROUP_BYTES, min(PARQUET_ROW_GROUP_BYTES, consumer_bytes_per_task // ROW_GROUPS_PER_SPLIT))
+
+
+def skew_join_conf(advisory_bytes: int) -> dict[str, str]:
+    """AQE's skew-join settings scaled to the stage's bytes per task, for a session with AQE on.
+
+    Spark's defaults (factor 5 and 256 MiB) never split a partition below 256 MiB, so a hot key in a
+    stage sized at a few MiB per task stays one straggler. A partition above twice the median and above
+    the advisory size is split into pieces of about the advisory size.
+    """
+    if advisory_bytes < 1:
+        raise ValueError(f"advisory partition bytes must be >= 1, got {advisory_bytes}")
+    return {
+        "spark.sql.adaptive.skewJoin.enabled": "true",
+        "spark.sql.adaptive.skewJoin.skewedPartitionFactor": str(SKEW_FACTOR),
+        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": str(advisory_bytes),
+    }
+
+
+def decide_balance(
+    file_bytes: Sequence[int],
+    parallelism: int,
+    *,
+    row_group_bytes: int | None = None,
+    cores: int | None = None,
+) -> InputBalance | None:
+    """The scan settings that spread ``file_bytes`` evenly over ``parallelism`` tasks; None with no data.
+
+    ``row_group_bytes``: the row-group size the files were written with; None: what the provider's
+    producers write for a consumer of this split (:func:`producer_row_group_bytes`). ``cores``: the
+    application's cores, Spark's default ``minPartitionNum`` (for the prediction with Spark's defaults).
+    """
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
+    _check_sizes(file_bytes)
+    if row_group_bytes is not None and row_group_bytes < 1:
+        raise ValueError(f"row_group_bytes must be >= 1, got {row_group_bytes}")
+    sizes = tuple(int(b) for b in file_bytes if b > 0)
+    if not sizes:
+        return None
+    total = sum(sizes)
+    split = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
+    if row_group_bytes is None:
+        row_group_bytes = producer_row_group_bytes(split)
+    median = int(statistics.median(sizes))
+    open_cost = max(
+        1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
+    )
+    # Enough partitions that bytesPerCore stays at or above the split (Spark would otherwise cut below it),
+    # at most the parallelism.
+    min_partitions = max(1, min(parallelism, (total + len(sizes) * open_cost) // split))
+    tasks = simulate_scan_tasks(
+        sizes,
+        max_partition_bytes=split,
+        open_cost_bytes=open_cost,
+        min_partition_num=min_partitions,
+        row_group_bytes=row_group_bytes,
+    )
+    largest = max(sizes)
+    reasons = [
+        f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} "
+        f"({largest / median:.1f}x the median): split at {_mib(split)} (bytes / parallelism {parallelism})"
+    ]
+    if largest > split:
+        reasons.append(
+            f"files above {_mib(split)} are cut into chunks read by separate tasks "
+            f"(row groups of {_mib(row_group_bytes)} assumed)"
+        )
+    if open_cost < SPARK_OPEN_COST_BYTES:
+        reasons.append(f"open cost {_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split")
+    if largest > split and row_group_bytes > split:
+        reasons.append(
+            f"row groups of {_mib(row_group_bytes)} are larger than the split: a file cannot be cut below that"
+        )
+    reasons.append(f"predicted {len(tasks)} tasks, max/median {spread(tasks):.2f}")
+    return InputBalance(
+        max_partition_bytes=split,
+        open_cost_bytes=open_cost,
+        min_partition_num=min_partitions,
+        row_group_bytes=row_group_bytes,
+        file_count=len(sizes),
+        file_bytes=(min(sizes), median, largest),
+        task_bytes=tuple(tasks),
+        default_task_bytes=tuple(
+            simulate_scan_tasks(
+                sizes,
+                max_partition_bytes=SPARK_MAX_PARTITION_BYTES,
+                open_cost_bytes=SPARK_OPEN_COST_BYTES,
+                min_partition_num=cores or parallelism,
+                row_group_bytes=PARQUET_ROW_GROUP_BYTES,
+            )
+        ),
+        why="; ".join(reasons),
+    )
+
+
+def simulate_scan_tasks(
+    file_bytes: Sequence[int],
+    *,
+    max_partition_bytes: int,
+    open_cost_bytes: int,
+    min_partition_num: int,
+    row_group_bytes: int | None = None,
+) -> list[int]:
+    """Each scan task's data bytes as Spark packs these files (``FilePartition``), in Spark's order.
+
+    Files are split in chunks of ``maxSplitBytes``; a chunk's data is the row groups (of
+    ``row_group_bytes``, the last one shorter; None: splittable anywhere) whose midpoint lies in it.
+    Empty files are skipped.
+    """
+    _check_sizes(file_bytes)
+    if max_partition_bytes < 1 or open_cost_bytes < 0 or min_partition_num < 1:
+        raise ValueError(
+            "max_partition_bytes and min_partition_num must be >= 1 and open_cost_bytes >= 0, got "
+            f"{max_partition_bytes}, {min_partition_num}, {open_cost_bytes}"
+        )
+    sizes = [int(b) for b in file_bytes if b > 0]
+    total = sum(b + open_cost_bytes for b in sizes)
+    max_split = min(max_partition_bytes, max(open_cost_bytes, total // min_partition_num))
+    max_split = max(1, max_split)
+    chunks: list[tuple[int, int]] = []  # (split length, data bytes)
+    for size in sizes:
+        for offset in range(0, size, max_split):
+            length = min(max_split, size - offset)
+            chunks.append((length, _row_group_data(size, offset, length, row_group_bytes)))
+    chunks.sort(key=lambda c: c[0], reverse=True)  # Spark sorts by split length, a stable sort
+    tasks: list[int] = []
+    current, data, empty = 0, 0, True
+    for length, chunk_data in chunks:
+        if not empty and current + length > max_split:
+            tasks.append(data)
+            current, data, empty = 0, 0, True
+        current += length + open_cost_bytes
+        data += chunk_data
+        empty = False
+    if not empty:
+        tasks.append(data)
+    return tasks
+
+
+def spread(task_bytes: Sequence[int]) -> float:
+    """max/median of task bytes; 1.0 for fewer than two tasks, inf when the median task reads nothing."""
+    if len(task_bytes) < 2:
+        return 1.0
+    median = _median(sorted(task_bytes))
+    if median <= 0:
+        return math.inf if max(task_bytes) > 0 else 1.0
+    return max(task_bytes) / median
+
+
+def _row_group_data(size: int, offset: int, length: int, row_group_bytes: int | None) -> int:
+    if row_group_bytes is None:
+        return length
+    end, data = offset + length, 0
+    # Row groups [k*r, min((k+1)*r, size)) belong to the chunk holding their midpoint.
+    first = max(0, offset // row_group_bytes - 1)
+    for k in range(first, math.ceil(size / row_group_bytes)):
+        start = k * row_group_bytes
+        if start >= end:
+            break
+        stop = min(start + row_group_bytes, size)
+        if offset <= (start + stop) / 2 < end:
+            data += stop - start
+    return data
+
+
+def _median(ordered: Sequence[int]) -> float:
+    return float(statistics.median(ordered)) if ordered else 0.0
+
+
+def _check_sizes(file_bytes: Sequence[int]) -> None:
+    bad = [b for b in file_bytes if isinstance(b, bool) or not isinstance(b, int) or b < 0]
+    if bad:
+        raise ValueError(f"file sizes must be integers >= 0 bytes, got {bad[:3]}")
+
+
+def _mib(n: float) -> str:
+    return f"{n / MiB:.1f} MiB" if n >= MiB / 10 else f"{int(n)} B"

@@ -1,0 +1,232 @@
+"""Scan balance from measured file sizes: Spark's packing replayed, and the settings decided from it.
+
+Every expected value is worked out by hand in the comment beside it (M = 1 MiB).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from airflow_provider_finegrained.planning import ClusterProfile, StageDemand, size_region
+from airflow_provider_finegrained.planning.balance import (
+    decide_balance,
+    producer_row_group_bytes,
+    simulate_scan_tasks,
+    skew_join_conf,
+    spread,
+)
+
+M = 2**20
+K = 2**10
+
+
+@pytest.mark.parametrize(
+    ("files", "kwargs", "expected"),
+    [
+        # nothing to read; empty files are skipped
+        ([], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, []),
+        ([0, 0], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, []),
+        # one file of 10, split 4: chunks 4, 4, 2, each alone
+        ([10], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, [4, 4, 2]),
+        # no open cost: four files of 1 fill one split of 4
+        ([1, 1, 1, 1], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, [4]),
+        # open cost 1: after two files the task counts 4, the third would make it 5 > 4
+        ([1, 1, 1, 1], {"max_partition_bytes": 4, "open_cost_bytes": 1, "min_partition_num": 1}, [2, 2]),
+        # minPartitionNum 4: bytesPerCore 8 / 4 = 2 is below maxPartitionBytes 100, so the split is 2
+        ([8], {"max_partition_bytes": 100, "open_cost_bytes": 0, "min_partition_num": 4}, [2, 2, 2, 2]),
+        # open cost above maxPartitionBytes: min(2, max(5, 16)) = 2; every chunk alone, largest first
+        ([3, 3], {"max_partition_bytes": 2, "open_cost_bytes": 5, "min_partition_num": 1}, [2, 2, 1, 1]),
+        # sorted by size, largest first: 5 alone (5 + 1 > 5), then 3 + 1 (3+1 counted, 4+1 = 5 fits)
+        ([1, 5, 3], {"max_partition_bytes": 5, "open_cost_bytes": 0, "min_partition_num": 1}, [5, 4]),
+        # row groups of 4 in a file of 10 (midpoints 2, 6, 9), splits of 3: [0,3) holds 2, [3,6) none,
+        # [6,9) holds 6, [9,10) holds 9 -> data 4, 0, 4, 2
+        (
+            [10],
+            {"max_partition_bytes": 3, "open_cost_bytes": 0, "min_partition_num": 1, "row_group_bytes": 4},
+            [4, 0, 4, 2],
+        ),
+        # one row group larger than the file: the split holding the midpoint (5) reads it all
+        (
+            [10],
+            {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1, "row_group_bytes": 128},
+            [0, 10, 0],
+        ),
+    ],
+)
+def test_simulate_scan_tasks_table(files: list[int], kwargs: dict[str, Any], expected: list[int]) -> None:
+    assert simulate_scan_tasks(files, **kwargs) == expected
+
+
+@pytest.mark.parametrize(
+    ("tasks", "expected"),
+    [([], 1.0), ([7], 1.0), ([2, 2, 2], 1.0), ([1, 2, 8], 4.0), ([0, 0, 5], math.inf), ([0, 0], 1.0)],
+)
+def test_spread_table(tasks: list[int], expected: float) -> None:
+    assert spread(tasks) == expected
+
+
+@pytest.mark.parametrize(
+    ("files", "parallelism", "kwargs", "expected"),
+    [
+        # one 64M file over 4 tasks: split 16M, row groups 16M / 4 = 4M, open min(4M, 64M/8, 16M/32) = 0.5M;
+        # minPartitionNum min(4, (64M + 0.5M) // 16M) = 4; four chunks of 16M, four row groups each.
+        # Spark's defaults (2 cores): split min(128M, (64M + 4M) / 2 = 34M), one 128M row group -> [64M, 0]
+        (
+            [64 * M],
+            4,
+            {"cores": 2},
+            {
+                "split": 16 * M,
+                "open": M // 2,
+                "min_partitions": 4,
+                "row_group": 4 * M,
+                "tasks": [16 * M] * 4,
+                "default_tasks": [64 * M, 0],
+            },
+        ),
+        # one file 20x the median: 40M + 19 x 2M = 78M over 8: split 9.75M, open min(4M, 2M/8, 9.75M/32) = 256K,
+        # minPartitionNum min(8, (78M + 20 x 256K) // 9.75M = 8) = 8. The 40M file in chunks 9.75M x 4 + 1M;
+        # 2M row groups (midpoints 1, 3, ..., 39) give them 10, 10, 10, 8 and 2M. The 2M files pack four to a
+        # task (4 x 2.25M = 9M, a fifth would reach 11.25M); the last three take the 1M chunk (data 6M + 2M).
+        (
+            [40 * M] + [2 * M] * 19,
+            8,
+            {"row_group_bytes": 2 * M, "cores": 8},
+            {
+                "split": 78 * M // 8,
+                "open": 256 * K,
+                "min_partitions": 8,
+                "row_group": 2 * M,
+                "tasks": [10 * M, 10 * M, 10 * M, 8 * M] + [8 * M] * 5,
+            },
+        ),
+        # many tiny files: 1000 x 10K over 4: split 2,560,000, open 10K/8 = 1280; a file counts 11,520, so a task
+        # closes after 222 files (222 x 11,520 + 10,240 > 2,560,000): 222 x 4 + 112.
+        # Spark's defaults: each file counts 4M + 10K, 32 to a 128M task: 31 tasks of 32 and one of 8.
+        (
+            [10 * K] * 1000,
+            4,
+            {"cores": 2},
+            {
+                "split": 2_560_000,
+                "open": 1280,
+                "min_partitions": 4,
+                "tasks": [222 * 10 * K] * 4 + [112 * 10 * K],
+                "default_tasks": [32 * 10 * K] * 31 + [8 * 10 * K],
+            },
+        ),
+        # fewer bytes than 1M per task: the split stays 1M, minPartitionNum drops to (3M + 3 x 32K) // 1M = 3 so
+        # Spark does not cut below it; each 1M file alone (1M + 32K + 1M > 1M).
+        (
+            [M, M, M],
+            8,
+            {},
+            {"split": M, "open": 32 * K, "min_partitions": 3, "row_group": M, "tasks": [M, M, M]},
+        ),
+        # a file written as one 128M row group cannot be cut: one split of 16M reads it all
+        (
+            [64 * M],
+            4,
+            {"row_group_bytes": 128 * M},
+            {"split": 16 * M, "tasks": [0, 0, 64 * M, 0]},
+        ),
+        # empty files carry nothing: they are not counted in the median
+        ([0, 0, 8 * M], 2, {}, {"split": 4 * M, "open": M // 8, "tasks": [4 * M, 4 * M]}),
+    ],
+)
+def test_decide_balance_table(
+    files: list[int], parallelism: int, kwargs: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    balance = decide_balance(files, parallelism, **kwargs)
+    assert balance is not None
+    got = {
+        "split": balance.max_partition_bytes,
+        "open": balance.open_cost_bytes,
+        "min_partitions": balance.min_partition_num,
+        "row_group": balance.row_group_bytes,
+        "tasks": list(balance.task_bytes),
+        "default_tasks": list(balance.default_task_bytes),
+    }
+    assert {k: got[k] for k in expected} == expected
+    conf = balance.session_conf()
+    assert conf == {
+        "spark.sql.files.maxPartitionBytes": str(balance.max_partition_bytes),
+        "spark.sql.files.openCostInBytes": str(balance.open_cost_bytes),
+        "spark.sql.files.minPartitionNum": str(balance.min_partition_num),
+    }
+
+
+def test_twenty_times_the_median_is_balanced_and_explained() -> None:
+    balance = decide_balance([40 * M] + [2 * M] * 19, 8, row_group_bytes=2 * M, cores=8)
+    assert balance is not None
+    record = balance.to_dict()
+    assert record["predicted_max_over_median"] == 1.25  # 10M / 8M
+    assert record["file_bytes"] == {"min": 2 * M, "median": 2 * M, "max": 40 * M}
+    # Spark's defaults: split min(128M, (78M + 80M) / 8 = 19.75M), the 40M file (one row group) in one task
+    assert record["spark_default_max_over_median"] > 2
+    assert "20.0x the median" in record["why"] and "cut into chunks" in record["why"]
+    assert "open cost 0.2 MiB instead of Spark's 4 MiB" in record["why"]
+
+
+@pytest.mark.parametrize(
+    ("files", "parallelism", "kwargs", "message"),
+    [
+        ([], 0, {}, "parallelism must be an integer >= 1, got 0"),
+        ([1], True, {}, "parallelism must be an integer >= 1, got True"),
+        ([1, -5], 2, {}, "file sizes must be integers >= 0 bytes, got [-5]"),
+        ([1], 2, {"row_group_bytes": 0}, "row_group_bytes must be >= 1, got 0"),
+    ],
+)
+def test_decide_balance_rejects(files: list[int], parallelism: Any, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        decide_balance(files, parallelism, **kwargs)
+
+
+@pytest.mark.parametrize("files", [[], [0], [0, 0, 0]])
+def test_no_data_no_balance(files: list[int]) -> None:
+    assert decide_balance(files, 4) is None
+
+
+@pytest.mark.parametrize(
+    ("bytes_per_task", "expected"),
+    [(64 * M, 16 * M), (4 * M, M), (2 * M, M), (1, M), (2**31, 128 * M), (512 * M + 4, 128 * M)],
+)
+def test_producer_row_group_table(bytes_per_task: int, expected: int) -> None:
+    assert producer_row_group_bytes(bytes_per_task) == expected
+
+
+def test_skew_join_conf() -> None:
+    assert skew_join_conf(8 * M) == {
+        "spark.sql.adaptive.skewJoin.enabled": "true",
+        "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
+        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": str(8 * M),
+    }
+    with pytest.raises(ValueError, match="advisory partition bytes must be >= 1, got 0"):
+        skew_join_conf(0)
+
+
+def test_size_region_sets_the_balance_and_says_so() -> None:
+    profile = ClusterProfile(total_cores=8, total_memory=64 * 2**30, executor_memory=8 * 2**30, local=True)
+    files = (40 * M,) + (2 * M,) * 19
+    sizing = size_region(
+        [StageDemand("skewed", 8, consumed_bytes=sum(files), input_file_bytes=files), StageDemand("plain", 8)],
+        profile,
+    )
+    skewed, plain = sizing.stages["skewed"], sizing.stages["plain"]
+    assert skewed.session_conf() == {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.files.maxPartitionBytes": str(78 * M // 8),
+        "spark.sql.files.openCostInBytes": str(256 * K),
+        "spark.sql.files.minPartitionNum": "8",
+    }
+    assert skewed.input_balance is not None and skewed.input_balance["predicted_max_over_median"] <= 2
+    assert any(n.startswith("input balance: 20 files split at") for n in skewed.notes)
+    # no files scanned (an in-region handover): today's settings, no record, no note
+    assert plain.input_balance is None and plain.session_conf() == {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.files.maxPartitionBytes": str(2**20),
+    }
+    assert not any(n.startswith("input balance") for n in plain.notes)
