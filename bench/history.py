@@ -1,0 +1,208 @@
+"""Estimates corrected by history: the TPC-H pipeline run in sequence at growing scales, learning on.
+
+``.venv/bin/python -m bench.history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--work DIR]``
+
+Each stage runs as its own region (the example DAG with its pipelined edges made blocking, so every stage
+has Spark jobs of its own to learn from) on the provider's warm pool, under ``airflow dags test``. Runs
+1..k go in sequence at the given scales with ``learn_from_history`` on and ``history_min_runs`` = N; after
+N runs every shuffling stage decides from ``bytes x learned expansion``. The last scale is then run once
+more with the history not used (``history_min_runs`` = 1000: recorded, never applied): the uncorrected
+decision side by side. Per stage and run: the decided parallelism and rule, Spark's spill bytes, the
+stage's time, the learned factors, and the swept per-stage best from ``compare-oracle-sweep.json``
+(1..32 shuffle partitions per stage, one application, AQE off) where it has the scale.
+
+Results: bench/results/history.json and history.md. Every figure is ONE run (no repeats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.compare.__main__ import tables_for
+from bench.compare.oracle import scale_key
+from bench.compare.pipeline import STAGES
+from bench.compare.report import machine_info
+from bench.compare.runners import (
+    BLOCKING_DAG_ID,
+    REPO,
+    Setup,
+    prepare_airflow,
+    run_variant,
+    start_warm_pool,
+    stop_warm_pools,
+)
+from bench.compare.variants import Variant
+
+RESULTS = REPO / "bench" / "results"
+SWEEP_FILE = RESULTS / "compare-oracle-sweep.json"
+NEAR_BEST = 0.05
+"""A sweep candidate within 5% of the best time counts as near-best (the sweep is one sample per point)."""
+WITHIN = 0.25
+"""The goal: the decided parallelism within 25% of the swept best."""
+
+
+def variant(min_runs: int, label: str) -> Variant:
+    env = {
+        "AIRFLOW__FINEGRAINED__WARM_POOL": "auto",
+        "AIRFLOW__FINEGRAINED__LEARN_FROM_HISTORY": "true",
+        "AIRFLOW__FINEGRAINED__HISTORY_MIN_RUNS": str(min_runs),
+    }
+    return Variant("h", label, "provider", blocking=True, env=env, warm=True)
+
+
+def history_records(storage: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """stage -> run id -> the history object the run left (the newest per run id)."""
+    from airflow_provider_finegrained.execution.history_store import HistoryStore
+
+    store = HistoryStore(str(storage), BLOCKING_DAG_ID)
+    return {stage: {r.run_id: r.to_dict() for r in store.runs(stage, limit=1000)} for stage in STAGES}
+
+
+def swept(scale: str) -> dict[str, dict[str, Any]]:
+    """Per stage at ``scale``: the best candidate and the near-best ones (within NEAR_BEST of its time)."""
+    data = json.loads(SWEEP_FILE.read_text()) if SWEEP_FILE.exists() else {}
+    if scale not in data:
+        return {}
+    candidates = data[scale]["candidates"]
+    out: dict[str, dict[str, Any]] = {}
+    for stage in STAGES:
+        times = {int(p): statistics.median(t[stage]) for p, t in candidates.items() if stage in t}
+        best = min(times, key=lambda p: times[p])
+        near = sorted(p for p, s in times.items() if s <= times[best] * (1 + NEAR_BEST))
+        out[stage] = {"best": best, "near_best": near, "best_s": times[best]}
+    return out
+
+
+def within(parallelism: int, best: int) -> bool:
+    return abs(parallelism - best) <= WITHIN * best
+
+
+def row(stage: str, record: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str, Any]:
+    shuffled = record["shuffle_bytes"] > 0
+    out = {
+        "stage": stage,
+        "parallelism": record["parallelism"],
+        "corrected": record.get("learned_work") is not None,
+        "learned_work": record.get("learned_work"),
+        "learned_memory": record.get("learned_memory"),
+        "consumed_bytes": record["consumed_bytes"],
+        "shuffle_bytes": record["shuffle_bytes"],
+        "work_ratio": record["shuffle_bytes"] / record["consumed_bytes"] if record["consumed_bytes"] else None,
+        "spill_bytes": record.get("spilled_bytes", 0),
+        "disk_spill_bytes": record.get("disk_spilled_bytes", 0),
+        "stage_s": record.get("stage_s"),
+        "shuffling": shuffled,
+    }
+    if sweep:
+        out.update(
+            swept_best=sweep["best"],
+            near_best=sweep["near_best"],
+            within_25pct_of_best=within(record["parallelism"], sweep["best"]),
+            within_25pct_of_near_best=any(within(record["parallelism"], p) for p in sweep["near_best"]),
+        )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 0.3, 1.0])
+    parser.add_argument("--min-runs", type=int, default=3)
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
+    parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    command = "python -m bench.history " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+    work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-history-"))
+    work.mkdir(parents=True, exist_ok=True)
+    home = work / "airflow-home"
+    prepare_airflow(home)
+    learning = variant(args.min_runs, f"history on, N={args.min_runs}")
+    unused = variant(1000, "history recorded, not applied (uncorrected)")
+    sequence = [(s, learning) for s in args.scales] + [(args.scales[-1], unused)]
+    runs: list[dict[str, Any]] = []
+    try:
+        pool_s = start_warm_pool(work, home, learning)
+        print(f"warm pool ready in {pool_s:.1f} s", flush=True)
+        for i, (scale, v) in enumerate(sequence, 1):
+            tables = tables_for(scale, args.data)
+            setup = Setup(tables=tables, work=work, master="local[2]", airflow_home=home)
+            clock = time.perf_counter()
+            result = run_variant(setup, v, work / f"run-{i}")
+            wall = time.perf_counter() - clock
+            run_id = result.metrics["run_id"]
+            records = history_records(home / "finegrained" / "storage")
+            sweep = swept(scale_key(scale))
+            stages = [row(s, records[s][run_id], sweep.get(s)) for s in STAGES if run_id in records[s]]
+            runs.append(
+                {"run": i, "scale": scale_key(scale), "variant": v.label, "run_id": run_id, "wall_s": wall,
+                 "pipeline_s": result.metrics["pipeline_s"], "stages": stages}
+            )  # fmt: skip
+            print(f"run {i} SF {scale_key(scale)} ({v.label}): {wall:.1f} s", flush=True)
+            write(args.results, command, args.min_runs, runs)
+    finally:
+        stop_warm_pools(home)
+    return 0
+
+
+def write(results: Path, command: str, min_runs: int, runs: list[dict[str, Any]]) -> None:
+    doc = {"command": command, "min_runs": min_runs, "machine": machine_info(), "runs": runs}
+    (results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (results / "history.md").write_text(markdown(doc))
+
+
+def _mb(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1e6:.2f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _verdict(stage: dict[str, Any]) -> str:
+    if "swept_best" not in stage or not stage["shuffling"]:
+        return "-"
+    if stage["within_25pct_of_best"]:
+        return "yes"
+    return "near-best only" if stage["within_25pct_of_near_best"] else "no"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [
+        "# Estimates corrected by history: TPC-H in sequence at growing scales",
+        "",
+        f"Command: `{doc['command']}` (N = history_min_runs = {doc['min_runs']}; every figure is one run).",
+        "",
+    ]
+    for run in doc["runs"]:
+        lines += [
+            f"## Run {run['run']}: SF {run['scale']}, {run['variant']} ({run['pipeline_s']:.1f} s pipeline)",
+            "",
+            "| stage | P | rule | learned work | learned memory | consumed MB | shuffle MB | ratio | spill MB "
+            "| stage s | swept best (near-best) | within 25% |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s in run["stages"]:
+            ratio = "-" if s["work_ratio"] is None else f"{s['work_ratio']:.3g}"
+            best = f"{s['swept_best']} ({', '.join(map(str, s['near_best']))})" if "swept_best" in s else "-"
+            ok = _verdict(s)
+            lines.append(
+                f"| {s['stage']} | {s['parallelism']} | {'learned' if s['corrected'] else 'bytes'} "
+                f"| {s['learned_work'] or '-'} | {s['learned_memory'] or '-'} | {_mb(s['consumed_bytes'])} "
+                f"| {_mb(s['shuffle_bytes'])} | {ratio} | {_mb(s['spill_bytes'])} "
+                f"| {_seconds(s['stage_s'])} | {best} | {ok} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
