@@ -23,8 +23,7 @@ from typing import Any
 
 from airflow_provider_finegrained.contract import StageTrace
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
-from airflow_provider_finegrained.planning.history import WINDOW, Learning, StageRun, learn_expansion
-from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
+from airflow_provider_finegrained.planning.history import WINDOW, Learning, StageRun, learn_expansion, run_from_trace
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.locations import join, sanitize_component
 
@@ -37,27 +36,7 @@ log = logging.getLogger(__name__)
 
 def stage_run(trace: StageTrace, run_id: str, succeeded: bool) -> StageRun:
     """What one run of a stage leaves for learning, from its complete trace (Spark's report included)."""
-    consumed = sum(v for k, v in trace.consumed_bytes.items() if k not in set(trace.broadcast_inputs))
-    report = StageTaskReport.from_dict(trace.spark_tasks) if trace.spark_tasks else None
-    ran = [s for s in report.spark_stages if s.status == "COMPLETE"] if report else []
-    learned = trace.learned or {}
-    return StageRun(
-        run_id=run_id,
-        ended_at=trace.ended_at or datetime.now(UTC).isoformat(),
-        succeeded=succeeded,
-        consumed_bytes=consumed,
-        shuffle_bytes=max((s.shuffle_read_bytes for s in ran), default=0),
-        memory_bytes=max((s.peak_execution_memory + s.memory_bytes_spilled for s in ran), default=0),
-        parallelism=trace.parallelism,
-        spilled_bytes=sum(s.memory_bytes_spilled for s in ran),
-        disk_spilled_bytes=sum(s.disk_bytes_spilled for s in ran),
-        runs_in=trace.runs_in,
-        learned_work=learned.get("work")
-        if trace.rule.startswith("bytes x learned") or "learned" in trace.rule
-        else None,
-        learned_memory=learned.get("memory"),
-        stage_s=trace.timings.get("spark_stage_s"),
-    )
+    return run_from_trace(trace.to_xcom(), run_id, succeeded)
 
 
 class HistoryStore:

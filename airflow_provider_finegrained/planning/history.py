@@ -24,6 +24,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
@@ -95,6 +96,39 @@ class StageRun:
         """A record as :meth:`to_dict` wrote it; unknown keys (a newer writer's) are left out."""
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def run_from_trace(trace: Mapping[str, Any], run_id: str, succeeded: bool) -> StageRun:
+    """What one run of a stage leaves for learning, from its trace as published (``StageTrace.to_xcom``):
+    the non-broadcast consumed bytes and Spark's report in ``spark_tasks`` (``StageTaskReport.to_dict``)."""
+    broadcast = set(trace.get("broadcast_inputs") or ())
+    consumed = sum(int(v) for k, v in (trace.get("consumed_bytes") or {}).items() if k not in broadcast)
+    report: Mapping[str, Any] = trace.get("spark_tasks") or {}
+    ran = [s for s in report.get("spark_stages", ()) if s.get("status") == "COMPLETE"]
+    learned: Mapping[str, Any] = trace.get("learned") or {}
+    timings: Mapping[str, Any] = trace.get("timings") or {}
+
+    def total(name: str) -> int:
+        return sum(int(s.get(name, 0)) for s in ran)
+
+    return StageRun(
+        run_id=run_id,
+        ended_at=str(trace.get("ended_at") or datetime.now(UTC).isoformat()),
+        succeeded=succeeded,
+        consumed_bytes=consumed,
+        shuffle_bytes=max((int(s.get("shuffle_read_bytes", 0)) for s in ran), default=0),
+        memory_bytes=max(
+            (int(s.get("peak_execution_memory", 0)) + int(s.get("memory_bytes_spilled", 0)) for s in ran), default=0
+        ),
+        parallelism=int(trace.get("parallelism") or 0),
+        spilled_bytes=total("memory_bytes_spilled"),
+        disk_spilled_bytes=total("disk_bytes_spilled"),
+        runs_in=trace.get("runs_in"),
+        # The work factor corrected the decision only when the rule says so (a follower takes its group's value).
+        learned_work=learned.get("work") if "learned expansion" in str(trace.get("rule") or "") else None,
+        learned_memory=learned.get("memory"),
+        stage_s=timings.get("spark_stage_s"),
+    )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_finegrained.planning.history import run_from_trace
 from airflow_provider_finegrained.planning.units import format_bytes
 
 # The keys of a trace's spark_conf never reach a page: it is redacted already, but the page has no use for it.
@@ -62,6 +63,21 @@ class StageRow:
     in_memory_only: bool
     duration_s: float | None
     application_id: str
+    learned: dict[str, Any] | None = None
+    """The expansion learned from past runs that corrected the decision (work, runs, memory), if any."""
+    sizing_notes: list[str] = field(default_factory=list)
+    runs_in: str | None = None
+    """The in-region consumer whose Spark jobs ran this stage's plan (an in-memory handover)."""
+
+    @property
+    def learned_text(self) -> str:
+        """``work 0.31 · memory 2.4 (5 runs)``, or a dash when no learned factor was used."""
+        if not self.learned:
+            return "–"
+        parts = [f"work {_factor(self.learned.get('work'))}"]
+        if self.learned.get("memory") is not None:
+            parts.append(f"memory {_factor(self.learned.get('memory'))}")
+        return f"{' · '.join(parts)} ({self.learned.get('runs', '?')} runs)"
 
     @property
     def input_text(self) -> str:
@@ -136,6 +152,10 @@ class HistoryPoint:
     input_bytes: int
     decided_parallelism: int
     duration_s: float | None
+    learned_work: float | None = None
+    """The learned work factor this run decided with (None: it decided from bytes on disk)."""
+    measured_work: float | None = None
+    """What this run measured: its largest shuffle read per consumed byte (None: it shuffled nothing)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +225,9 @@ def stage_row(
         in_memory_only=bool(o.get("in_memory_only")),
         duration_s=duration_s(t.get("started_at"), t.get("ended_at")),
         application_id=str(t.get("application_id") or ""),
+        learned=dict(t["learned"]) if isinstance(t.get("learned"), Mapping) else None,
+        sizing_notes=[str(n) for n in t.get("sizing_notes") or []],
+        runs_in=str(t["runs_in"]) if t.get("runs_in") else None,
     )
 
 
@@ -231,12 +254,15 @@ def history_view(dag_id: str, runs: Sequence[RunInput]) -> HistoryView:
             if decided is None:
                 continue
             consumed = trace.get("consumed_bytes") or {}
+            measured = run_from_trace(trace, run.run_id, succeeded=True)
             stages[name].append(
                 HistoryPoint(
                     run_id=run.run_id,
                     input_bytes=sum(int(v) for v in consumed.values()),
                     decided_parallelism=decided,
                     duration_s=duration_s(trace.get("started_at"), trace.get("ended_at")),
+                    learned_work=measured.learned_work,
+                    measured_work=measured.work_ratio if measured.ignored_because() is None else None,
                 )
             )
     return HistoryView(dag_id=dag_id, runs=[r.run_id for r in oldest_first], stages=stages)
@@ -271,6 +297,11 @@ def format_duration(seconds: float | None) -> str:
 
 def _bytes_or_dash(n: int | None) -> str:
     return "–" if n is None else format_bytes(n)
+
+
+def _factor(value: Any) -> str:
+    number = _float(value)
+    return "?" if number is None else f"{number:.3g}"
 
 
 def _int(value: Any) -> int | None:

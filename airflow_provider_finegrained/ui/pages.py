@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from airflow_provider_finegrained.planning.units import format_bytes
 from airflow_provider_finegrained.ui.graph import graph_svg
-from airflow_provider_finegrained.ui.model import HistoryView, RunView, StageRow, format_duration
+from airflow_provider_finegrained.ui.model import HistoryPoint, HistoryView, RunView, StageRow, format_duration
 from airflow_provider_finegrained.ui.plots import (
     Point,
     count_label,
@@ -84,6 +84,7 @@ def run_page(view: RunView, base: str, task_id: str | None = None) -> str:
         "state",
         "input",
         "decided parallelism",
+        "learned from history",
         "ran with",
         "executors",
         "executor memory",
@@ -116,6 +117,8 @@ def _run_row(row: StageRow, highlight: bool) -> str:
     decided = escape(row.decided_text)
     if row.rule:
         decided += f"<div class='rule'>{escape(row.rule)}</div>"
+    ran_with = escape(row.ran_with_text) + "".join(f"<div class='rule'>{escape(n)}</div>" for n in row.sizing_notes)
+    where = f" · runs in {row.runs_in}'s Spark jobs" if row.runs_in else ""
     capacity = "–"
     if row.capacity_outcome:
         # The message (asked, free, source) is long: on hover, so the table fits a laptop screen.
@@ -130,11 +133,12 @@ def _run_row(row: StageRow, highlight: bool) -> str:
     return (
         f"<tr data-stage='{escape(row.stage)}'{style}>"
         f"<td><b>{escape(row.stage)}</b><div class='rule'>{escape(row.region)} · group {escape(row.slot_sharing_group)}"
-        "</div></td>"
+        f"{escape(where)}</div></td>"
         f"<td><span class='state state-{escape(row.state.replace(' ', '_'))}'>{escape(row.state)}</span></td>"
         f"<td class='num{gap(row.input_text)}' title='{escape(inputs)}'>{escape(row.input_text)}</td>"
         f"<td class='decided{gap(row.decided_text)}'>{decided}</td>"
-        + cell(row.ran_with_text)
+        + cell(row.learned_text, "learned")
+        + f"<td class='ran{gap(row.ran_with_text)}'>{ran_with}</td>"
         + cell(row.executors_text)
         + cell(row.memory_text)
         + cell(row.fraction_text, "num")
@@ -151,7 +155,8 @@ _X_LABEL = "input bytes (log scale)"
 
 
 def history_page(view: HistoryView, base: str) -> str:
-    """Two plots per stage: input bytes against decided parallelism and against duration."""
+    """Two plots per stage: input bytes against decided parallelism and against duration; a third, the
+    learned work factor and the measured one over the runs, for a stage that shuffled or was corrected."""
     parts = [
         f"<h1>Sizing over past runs of {escape(view.dag_id)}</h1>",
         f"<div class='sub'>{len(view.runs)} run(s), oldest first; each point is one stage in one run (hover for the "
@@ -173,6 +178,29 @@ def history_page(view: HistoryView, base: str) -> str:
             f"<div class='stage-plots' data-stage='{escape(stage)}'><h2>{escape(stage)}</h2><div class='plots'>"
             + scatter_svg(by_p, x, y_p, _X_LABEL, "decided parallelism (tasks)", f"{stage}: parallelism")
             + scatter_svg(by_t, x, y_t, _X_LABEL, "duration (seconds)", f"{stage}: duration")
+            + _factor_plot(stage, points)
             + "</div></div>"
         )
     return _page(f"{view.dag_id} · sizing history", "".join(parts))
+
+
+def _factor_plot(stage: str, points: list[HistoryPoint]) -> str:
+    """The work factor over the runs (oldest first, x = run number): the learned one each run decided with
+    (hover: ``learned``) and what each run measured (hover: ``measured``); nothing when there is neither."""
+    series = [
+        Point(i, value, f"{p.run_id}: {kind} {value:.3g}")
+        for i, p in enumerate(points, 1)
+        for kind, value in (("learned", p.learned_work), ("measured", p.measured_work))
+        if value is not None
+    ]
+    if not series:
+        return ""
+    x = linear_axis([p.x for p in series], count_label, integer=True)
+    y = linear_axis([p.y for p in series], _factor_label)
+    return scatter_svg(
+        series, x, y, "run (oldest first)", "shuffle bytes per byte on disk", f"{stage}: learned expansion"
+    )
+
+
+def _factor_label(v: float) -> str:
+    return f"{v:.3g}"

@@ -40,7 +40,7 @@ def test_run_page_rows_graph_and_links() -> None:
     assert "title='free: 1 core'>reduced</span>" in join_row
     assert "<span class='carrier' title='every slot fits'>warm</span>" in join_row
     agg_row = html.split("<tr data-stage='agg'")[1].split("</tr>")[0]
-    assert "state-failed" in agg_row and agg_row.count("missing") == 10
+    assert "state-failed" in agg_row and agg_row.count("missing") == 11
     assert "<svg" in html and 'data-stage="join"' in html and "P=6 · 1 × 2 cores · 3.0 KiB in" in html
     assert "href='/finegrained/dags/d/history'" in html
     assert "/finegrained/api/dags/d/runs/manual__2026-01-01T00%3A00%3A00%2B00%3A00" in html
@@ -79,3 +79,55 @@ def test_history_page_without_runs() -> None:
 def test_urls_quote_run_ids() -> None:
     assert run_url("/f", "d", "a/b:c") == "/f/dags/d/runs/a%2Fb%3Ac"
     assert history_url("/f", "d x") == "/f/dags/d%20x/history"
+
+
+def _spark(shuffle_read: int) -> dict[str, object]:
+    stage = {"stage_id": 1, "attempt": 0, "status": "COMPLETE", "tasks": 2, "per_executor": {"driver": 2},
+             "run_time_s": 1.0, "cpu_time_s": 1.0, "shuffle_read_bytes": shuffle_read}  # fmt: skip
+    return {"executors": ["driver"], "spark_stages": [stage]}
+
+
+def test_run_page_shows_the_learned_factor_sizing_notes_and_where_a_stage_ran() -> None:
+    learned = trace(
+        "join",
+        {"src": 10_000},
+        3,
+        rule="bytes x learned expansion 0.31 (5 runs) / avg_bytes_per_task",
+        learned={"work": 0.31, "runs": 5, "memory": 2.4},
+        sizing_notes=["memory floor: raised from 2 to 3 so one task's data fits its memory share"],
+        runs_in="agg",
+    )
+    html = run_page(run_view("d", RunInput(run_id="r", traces={"join": learned})), "/p")
+    row = html.split("<tr data-stage='join'")[1].split("</tr>")[0]
+    assert "<div class='rule'>bytes x learned expansion 0.31 (5 runs) / avg_bytes_per_task</div>" in row
+    assert "<td class='learned'>work 0.31 · memory 2.4 (5 runs)</td>" in row
+    assert (
+        "<div class='rule'>memory floor: raised from 2 to 3 so one task&#x27;s data fits its memory share</div>" in row
+    )
+    assert "region-1 · group region-1 · runs in agg&#x27;s Spark jobs" in row
+
+
+def test_history_page_plots_the_learned_and_measured_work_factor_over_runs() -> None:
+    rule = "bytes x learned expansion 0.31 (2 runs) / avg_bytes_per_task"
+    runs = [
+        RunInput("r3", plan=SINGLE, traces={"only": trace("only", {"a": 1000}, 1, spark_tasks=_spark(300),
+                 rule=rule, learned={"work": 0.31, "runs": 2})}),
+        RunInput("r2", traces={"only": trace("only", {"a": 1000}, 4, spark_tasks=_spark(320))}),
+        RunInput("r1", traces={"only": trace("only", {"a": 1000}, 4, spark_tasks=_spark(300))}),
+    ]  # fmt: skip
+    view = history_view("d", runs)
+    assert [(p.run_id, p.learned_work, p.measured_work) for p in view.stages["only"]] == [
+        ("r1", None, 0.3),
+        ("r2", None, 0.32),
+        ("r3", 0.31, 0.3),
+    ]
+    plots = history_page(view, "/f").split("data-stage='only'")[1].split("<svg")[1:]
+    assert len(plots) == 3
+    tips = re.findall(r"<title>([^<]+)</title>", plots[2])
+    assert tips == ["r1: measured 0.3", "r2: measured 0.32", "r3: learned 0.31", "r3: measured 0.3"]
+    assert "shuffle bytes per byte on disk" in plots[2] and "run (oldest first)" in plots[2]
+    # A stage that never shuffled nor was corrected keeps its two plots.
+    plain = history_page(
+        history_view("d", [RunInput("r1", plan=SINGLE, traces={"only": trace("only", {"a": 1}, 1)})]), "/f"
+    )
+    assert plain.split("data-stage='only'")[1].count("<svg") == 2
