@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, TRACE_KEY
@@ -51,7 +52,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"dag_id": args.dag_id, "run_id": run_id, "stages": results}, indent=2, default=str))
         return 0
-    header = ("stage", "region", "input", "decided", "rule", "ran with", "executors", "memory", "output")
+    print(format_report(args.dag_id, run_id, results))
+    return 0
+
+
+def learned_text(trace: Mapping[str, Any]) -> str:
+    """The expansion learned from past runs that corrected a stage's decision, or ``-``."""
+    learned = trace.get("learned")
+    if not isinstance(learned, Mapping):
+        return "-"
+    memory = learned.get("memory")
+    text = f"work {float(learned['work']):.3g}" + (f", memory {float(memory):.3g}" if memory is not None else "")
+    return f"{text} ({learned.get('runs', '?')} runs)"
+
+
+def format_report(dag_id: str, run_id: str, results: Mapping[str, Mapping[str, Any]]) -> str:
+    """The report's table: one row per stage, in the order the stages ran."""
+    header = ("stage", "region", "input", "decided", "rule", "learned", "ran with", "executors", "memory", "output")
     rows = []
     for stage, result in results.items():
         trace = result.get("trace", {})
@@ -63,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 format_bytes(sum(trace.get("consumed_bytes", {}).values())),
                 str(trace.get("decided_parallelism", "")),
                 str(trace.get("rule", "")),
+                learned_text(trace),
                 f"{trace.get('parallelism', '')} tasks, {trace.get('waves', '')} wave(s)",
                 f"{trace.get('executors', '')} x {trace.get('executor_cores', '')} cores",
                 f"{format_bytes(trace.get('executor_memory', 0))}, fraction {trace.get('memory_fraction', 0):.2f}",
@@ -70,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    print(f"DAG {args.dag_id}, run {run_id}")
+    lines = [f"DAG {dag_id}, run {run_id}"]
     for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return 0
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
