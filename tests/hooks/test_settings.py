@@ -76,6 +76,7 @@ def test_embedded_default_is_local_spark_on_this_machine() -> None:
         None,
     )
     assert settings.adaptive_query_execution is True
+    assert (settings.learn_from_history, settings.history_min_runs) == (True, 3)
     assert dict(settings.spark_conf) == {} and settings.secret_conf_keys == frozenset()
     assert settings.deploy_mode == "client" and settings.spark_home is None and settings.java_home is None
     assert settings.warm_pool == "off"  # a defined connection without the field runs cold
@@ -176,6 +177,8 @@ def test_cluster_total_memory_defaults_to_executors_that_fit_the_cores() -> None
         ("adaptive_query_execution", "0", False),
         ("adaptive_query_execution", "yes", True),
         ("adaptive_query_execution", False, False),
+        ("learn_from_history", "false", False),
+        ("history_min_runs", "5", 5),
         ("spark_home", "/opt/spark/", "/opt/spark"),
         ("java_home", "/usr/lib/jvm/java-17", "/usr/lib/jvm/java-17"),
         ("master_webui_url", "http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
@@ -341,6 +344,8 @@ def test_port_field_completes_a_standalone_host() -> None:
             "adaptive_query_execution: 'maybe' is not a boolean; allowed: true, false",
         ),
         ("adaptive_query_execution", 2, "adaptive_query_execution: 2 is not a boolean"),
+        ("learn_from_history", "maybe", "learn_from_history: 'maybe' is not a boolean; allowed: true, false"),
+        ("history_min_runs", "0", "history_min_runs: '0' is out of range; allowed: an integer >= 1"),
         ("spark_conf", "{not json", "spark_conf: '{not json' is not a JSON object"),
         ("spark_conf", '["a"]', "spark_conf: '[\"a\"]' is not a JSON object"),
         ("spark_conf", {"executor.memory": "1g"}, "spark_conf: key 'executor.memory' does not start with 'spark.'"),
