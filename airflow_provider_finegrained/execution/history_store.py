@@ -19,13 +19,16 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.contract import StageTrace
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 from airflow_provider_finegrained.planning.history import WINDOW, Learning, StageRun, learn_expansion, run_from_trace
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.locations import join, sanitize_component
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
 HISTORY_FOLDER = "_history"
 READ_LIMIT = 3 * WINDOW
@@ -101,6 +104,15 @@ class RegionHistory:
         self.run_id = run_id
         self.log = log
         self._learned: dict[str, LearnedExpansion] | None = None
+
+    @classmethod
+    def for_run(
+        cls, settings: ConnectionSettings, dag_id: str, run_id: str, storage_options: Mapping[str, Any], log: Any
+    ) -> RegionHistory:
+        """The history of ``dag_id``'s stages under the connection's storage root, as its settings ask."""
+        store = HistoryStore(settings.storage_root, dag_id, storage_options)
+        on, runs = settings.learn_from_history, settings.history_min_runs
+        return cls(store, enabled=on, min_runs=runs, run_id=run_id, log=log)
 
     def learned(self, stages: Iterable[str]) -> dict[str, LearnedExpansion]:
         """Per stage that has one, the expansion its past runs teach (read once; a rerun of this run excluded)."""

@@ -37,7 +37,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     reduced_profile,
     region_request,
 )
-from airflow_provider_finegrained.execution.history_store import HistoryStore, RegionHistory
+from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
@@ -133,9 +133,7 @@ class RegionRunner:
         )
         self.deferrable = deferrable
         self.statuses: dict[str, StageStatus] = {}
-        store = HistoryStore(settings.storage_root, self.dag.dag_id, self.storage_options)
-        on, runs = settings.learn_from_history, settings.history_min_runs
-        self.history = RegionHistory(store, enabled=on, min_runs=runs, run_id=self.run.run_id, log=self.log)
+        self.history = RegionHistory.for_run(settings, self.dag.dag_id, self.run.run_id, self.storage_options, self.log)
         self._launcher: Launcher | None = None
         self._handle: LaunchHandle | None = None
         self._remote: RemoteApplication | None = None
