@@ -1,0 +1,181 @@
+"""``python -m bench.simulate``: run the simulator's scenarios and write bench/results/simulate.{json,md}.
+
+Commands:
+
+- ``all`` (default): fit the cost model, simulate item 2's shared-cluster setup, the day on the large
+  cluster and the same runs arriving within ``--saturated-window-s``; validate against
+  ``--measured`` if that file exists; write the results files.
+- ``shared-cluster``: only item 2's setup (prints JSON).
+- ``validate``: compare with item 2's measured file (prints JSON; exit status 1 when not within 20%).
+- ``fit``: print the fitted cost model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.simulate.cluster import ClusterSpec
+from bench.simulate.costs import RESULTS, fit_cost_model
+from bench.simulate.scenarios import SharedClusterSetup, scale_scenario, shared_cluster, validate, with_window
+from bench.simulate.sim import POLICIES
+from bench.simulate.workload import WorkloadSpec
+
+GiB = 2**30
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs="?", default="all", choices=["all", "shared-cluster", "validate", "fit"])
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--node-cores", type=int, default=16)
+    parser.add_argument("--node-memory-gib", type=int, default=64)
+    parser.add_argument("--window-s", type=float, default=86_400.0)
+    parser.add_argument("--saturated-window-s", type=float, default=600.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
+    parser.add_argument("--executor-start-s", type=float, default=3.0)
+    parser.add_argument("--measured", type=Path, default=RESULTS / "shared_cluster.json")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    cost = fit_cost_model(executor_start_s=args.executor_start_s)
+    if args.command == "fit":
+        print(json.dumps(cost.to_dict(), indent=2))
+        return 0
+    if args.command == "shared-cluster":
+        print(json.dumps(shared_cluster(SharedClusterSetup(), cost, args.policies), indent=2))
+        return 0
+    if args.command == "validate":
+        outcome = validate(args.measured, cost)
+        print(json.dumps(outcome, indent=2))
+        return 0 if outcome["validated"] else 1
+
+    started = time.perf_counter()
+    cluster = ClusterSpec(args.nodes, args.node_cores, args.node_memory_gib * GiB, 4, 14 * GiB)
+    workload = WorkloadSpec(runs=args.runs, window_s=args.window_s)
+    results: dict[str, Any] = {
+        "command": "python -m bench.simulate " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": f"{platform.node()} {platform.platform()}, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "validated": False,
+        "status": "NOT YET VALIDATED: item 2's measured shared-cluster runs do not exist yet; "
+        "no figure below is a finding",
+        "cost_model": cost.to_dict(),
+        "shared_cluster_mode": {
+            "setup": SharedClusterSetup().__dict__ | {"scales": list(SharedClusterSetup().scales)},
+            "policies": shared_cluster(SharedClusterSetup(), cost, args.policies),
+        },
+    }
+    if args.measured.exists():
+        results["validation"] = validate(args.measured, cost)
+        results["validated"] = results["validation"]["validated"]
+        results["status"] = (
+            "validated against item 2's measured runs (every figure within 20%)"
+            if results["validated"]
+            else "NOT VALIDATED: the simulator misses item 2's measured runs by more than 20% (see validation)"
+        )
+    results["day"] = scale_scenario(cluster, cost, workload, args.seed, args.policies)
+    results["saturated"] = scale_scenario(
+        cluster, cost, with_window(workload, args.saturated_window_s), args.seed, args.policies
+    )
+    results["wall_s"] = round(time.perf_counter() - started, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "simulate.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "simulate.md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as a short Markdown report (the JSON file holds everything)."""
+    cost = results["cost_model"]
+    fit = cost["fit"]
+    err, cold, warm = fit["error_all"], fit["error_cold"], fit["error_warm"]
+    lines = [
+        "# Simulated shared cluster (issue 15 item 3)",
+        "",
+        f"**Status: {results['status']}.**",
+        "",
+        f"Command: `{results['command']}`  ",
+        f"Machine: {results['machine']}; {results['date']}; simulator wall {results['wall_s']} s.",
+        "",
+        "## Cost model (fitted from bench/results/compare-stages.csv and compare-runs.csv)",
+        "",
+        f"- task overhead {cost['task_overhead_s'] * 1000:.1f} ms, throughput {cost['bytes_per_s'] / 2**20:.1f} MiB/s "
+        f"per core, fresh-executor warm-up {cost['warmup_s']:.2f} s, application start {cost['app_start_s']:.1f} s "
+        f"(per scale {fit['app_start_per_scale_s']}), executor start {cost['executor_start_s']:.1f} s (assumed)",
+        f"- fit error (|model - measured| / measured, stage task CPU): median {err['median_abs_rel_error']}, "
+        f"p90 {err['p90_abs_rel_error']} over {err['points']} stage medians "
+        f"(cold: median {cold['median_abs_rel_error']}, warm: median {warm['median_abs_rel_error']})",
+        "",
+    ]
+    if "validation" in results:
+        lines += [
+            "## Validation against item 2",
+            "",
+            "| policy | figure | measured | simulated | ratio | within 20% |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for policy, rows in results["validation"]["comparison"].items():
+            for figure, row in rows.items():
+                ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+                lines.append(
+                    f"| {policy} | {figure} | {row['measured']:.1f} | {row['simulated']:.1f} | {ratio} | "
+                    f"{'yes' if row['within'] else 'NO'} |"
+                )
+        lines.append("")
+    mode = results["shared_cluster_mode"]
+    lines += [
+        "## Item 2's setup, simulated (the figures validation compares)",
+        "",
+        f"Setup: {json.dumps(mode['setup'])}",
+        "",
+        _table(mode["policies"]),
+        "",
+    ]
+    for key, title in (("day", "The day"), ("saturated", "The same runs arriving at once (saturation)")):
+        scenario = results[key]
+        w, c = scenario["workload"], scenario["cluster"]
+        lines += [
+            f"## {title} (unvalidated)",
+            "",
+            f"{w['runs']} runs over {w['window_s']:.0f} s ({w['tpch_share']:.0%} TPC-H, the rest generated DAGs of "
+            f"{w['generated_stages'][0]}-{w['generated_stages'][1]} stages), scales log-uniform over "
+            f"{w['decades']:g} decades from {w['min_scale']}; {c['nodes']} nodes x {c['node_cores']} cores, "
+            f"{c['total_executors']} executors of {c['executor_cores']} cores; seed {scenario['seed']}.",
+            "",
+            _table(scenario["policies"]),
+            "",
+            "Ratios: " + ", ".join(f"{k} {v}" for k, v in scenario["ratios"].items()),
+            "",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _table(policies: dict[str, dict[str, Any]]) -> str:
+    rows = [
+        "| policy | makespan (s) | runs/h | queue mean / p95 (s) | run latency p50 / p95 (s) | reserved core-s "
+        "| used core-s | used/reserved | reserved/cluster | applications | tasks | sim wall (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in policies.items():
+        rows.append(
+            f"| {name} | {r['makespan_s']:.1f} | {r['throughput_runs_per_h']:.1f} | "
+            f"{r['queue_s']['mean']:.1f} / {r['queue_s']['p95']:.1f} | "
+            f"{r['run_latency_s']['p50']:.1f} / {r['run_latency_s']['p95']:.1f} | {r['reserved_core_s']:.0f} | "
+            f"{r['used_core_s']:.0f} | {r['used_over_reserved']:.3f} | {r['reserved_over_cluster']:.4f} | "
+            f"{r['applications']} | {r['tasks']} | {r['wall_s']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

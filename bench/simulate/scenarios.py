@@ -1,0 +1,165 @@
+"""The simulator's scenarios: a day on a large cluster, item 2's shared-cluster setup, and its validation.
+
+Item 2 (issue 15) measures K concurrent TPC-H DAG runs on a loopback standalone cluster; its results
+file (``bench/results/shared_cluster.json``) is read by :func:`validate`, which simulates exactly that
+setup and reports simulated / measured for every figure. Its shape::
+
+    {
+      "setup": {"workers": 2, "worker_cores": 2, "worker_memory": "4g",
+                "executor_cores": 1, "executor_memory": "1g", "fixed_executors": 2,
+                "default_parallelism": 2, "scales": [0.01, 0.01, 0.1, 0.1, 1, 1]},
+      "policies": {"fixed":    {"makespan_s": ..., "reserved_core_s": ..., "used_core_s": ..., "queue_s": ...},
+                   "dynamic":  {...},
+                   "provider": {...}}
+    }
+
+``queue_s`` is the mean over runs of the time from a run's start to its first executor; policies may be
+left out (item 2 compares the provider with dynamic allocation).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench.simulate.cluster import ClusterSpec
+from bench.simulate.costs import CostModel
+from bench.simulate.sim import POLICIES, PolicySpec, simulate
+from bench.simulate.workload import DagRun, WorkloadSpec, day_workload, tpch_run
+
+TOLERANCE = 0.20
+"""The simulator is validated when every simulated figure is within 20% of the measured one."""
+VALIDATED_FIGURES = ("makespan_s", "reserved_core_s", "used_core_s", "queue_s")
+
+
+@dataclass(frozen=True)
+class SharedClusterSetup:
+    """Item 2's setup: a small standalone cluster and K TPC-H runs started together."""
+
+    workers: int = 2
+    worker_cores: int = 2
+    worker_memory: int | str = "4g"
+    executor_cores: int = 1
+    executor_memory: int | str = "1g"
+    fixed_executors: int = 2
+    default_parallelism: int = 2
+    scales: tuple[float, ...] = (0.01, 0.01, 0.1, 0.1, 1.0, 1.0)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SharedClusterSetup:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"shared-cluster setup: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
+        values = dict(data)
+        if "scales" in values:
+            values["scales"] = tuple(float(s) for s in values["scales"])
+        setup = cls(**values)
+        if not setup.scales or min(setup.scales) <= 0:
+            raise ValueError(
+                f"shared-cluster setup: scales must be a non-empty list of numbers > 0, got {setup.scales}"
+            )
+        return setup
+
+    def cluster(self) -> ClusterSpec:
+        return ClusterSpec(
+            self.workers,
+            self.worker_cores,
+            self.worker_memory,  # type: ignore[arg-type]  # ClusterSpec parses "4g"
+            self.executor_cores,
+            self.executor_memory,  # type: ignore[arg-type]
+        )
+
+    def runs(self) -> list[DagRun]:
+        return [tpch_run(i, 0.0, scale) for i, scale in enumerate(self.scales)]
+
+    def policy(self, name: str) -> PolicySpec:
+        return PolicySpec(name, fixed_executors=self.fixed_executors, default_parallelism=self.default_parallelism)
+
+
+def shared_cluster(
+    setup: SharedClusterSetup, cost: CostModel, policies: Sequence[str] = POLICIES
+) -> dict[str, dict[str, Any]]:
+    """Simulate item 2's setup under each policy: the figures item 2 measures, per policy."""
+    cluster, runs = setup.cluster(), setup.runs()
+    return {name: simulate(cluster, cost, setup.policy(name), runs) for name in policies}
+
+
+def validate(measured_path: Path, cost: CostModel) -> dict[str, Any]:
+    """Simulate the measured file's setup and compare: simulated / measured for every figure and policy."""
+    try:
+        measured = json.loads(measured_path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no measured shared-cluster results at {measured_path}: item 2 writes them (see docs/simulation.md)"
+        ) from None
+    setup = SharedClusterSetup.from_dict(measured.get("setup", {}))
+    by_policy = measured.get("policies") or {}
+    unknown = set(by_policy) - set(POLICIES)
+    if not by_policy or unknown:
+        raise ValueError(f"{measured_path}: 'policies' must hold some of {list(POLICIES)}, got {sorted(by_policy)}")
+    simulated = shared_cluster(setup, cost, [p for p in POLICIES if p in by_policy])
+    comparison: dict[str, dict[str, Any]] = {}
+    within = True
+    for policy, figures in by_policy.items():
+        sim = simulated[policy]
+        rows = {}
+        for figure in VALIDATED_FIGURES:
+            if figure not in figures:
+                raise ValueError(
+                    f"{measured_path}: policy {policy!r} lacks {figure!r} (needs {list(VALIDATED_FIGURES)})"
+                )
+            measured_value = float(figures[figure])
+            sim_value = float(sim["queue_s"]["mean"] if figure == "queue_s" else sim[figure])
+            ratio = sim_value / measured_value if measured_value else None
+            ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
+            within = within and ok
+            rows[figure] = {"measured": measured_value, "simulated": round(sim_value, 3), "ratio": ratio, "within": ok}
+        comparison[policy] = rows
+    return {
+        "measured_file": str(measured_path),
+        "setup": setup.__dict__ | {"scales": list(setup.scales)},
+        "tolerance": TOLERANCE,
+        "validated": within,
+        "comparison": comparison,
+    }
+
+
+def scale_scenario(
+    cluster: ClusterSpec, cost: CostModel, workload: WorkloadSpec, seed: int, policies: Sequence[str] = POLICIES
+) -> dict[str, Any]:
+    """One workload on one cluster under each policy."""
+    runs = day_workload(workload, seed)
+    results = {name: simulate(cluster, cost, PolicySpec(name), runs) for name in policies}
+    return {
+        "workload": workload.__dict__ | {"generated_stages": list(workload.generated_stages)},
+        "seed": seed,
+        "cluster": cluster.__dict__ | {"total_executors": cluster.total_executors},
+        "policies": results,
+        "ratios": ratios(results),
+    }
+
+
+def ratios(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """The provider against each other policy: throughput (higher is better) and reserved core-seconds."""
+    out: dict[str, float] = {}
+    provider = results.get("provider")
+    if not provider:
+        return out
+    for other in ("fixed", "dynamic"):
+        if other not in results:
+            continue
+        base = results[other]
+        out[f"throughput_provider_over_{other}"] = round(
+            provider["throughput_runs_per_h"] / base["throughput_runs_per_h"], 3
+        )
+        out[f"reserved_{other}_over_provider"] = round(base["reserved_core_s"] / provider["reserved_core_s"], 3)
+        out[f"makespan_{other}_over_provider"] = round(base["makespan_s"] / provider["makespan_s"], 3)
+    return out
+
+
+def with_window(workload: WorkloadSpec, window_s: float) -> WorkloadSpec:
+    return replace(workload, window_s=window_s)

@@ -1,0 +1,576 @@
+"""Run a workload on a simulated cluster under one policy and measure what it reserved and used.
+
+Policies (docs/simulation.md):
+
+- ``fixed``: every DAG task (stage) is one application holding ``fixed_executors`` executors from its
+  registration to its end; Spark's default split size and 200 shuffle partitions coalesced by AQE.
+- ``dynamic``: the same applications with dynamic allocation: executors asked for after a backlog of
+  ``backlog_timeout_s``, doubling each further second, idle ones (holding no shuffle data) removed
+  after ``idle_timeout_s``.
+- ``provider``: every region is one application sized by the real planner (``decide_region``: parallelism
+  from the bytes consumed, ``size_region``) and admitted by ``decide_capacity`` against the free
+  executors; its executors are released when the region ends.
+
+A stage runs as a scan phase (file splits) then a shuffle phase; a phase's tasks are equal, each
+taking ``CostModel.task_seconds`` on one core. Stages of one application run one after another.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_finegrained.contract import OutputRecord
+from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
+from airflow_provider_finegrained.planning import (
+    CapacityOutcome,
+    ClusterProfile,
+    ExchangeMode,
+    ExecutorRequest,
+    ParallelismConfig,
+    WorkerCapacity,
+    decide_capacity,
+)
+from bench.simulate.cluster import Cluster, ClusterSpec
+from bench.simulate.costs import SHUFFLE_FRACTION, CostModel
+from bench.simulate.events import EventLoop
+from bench.simulate.workload import DagRun
+
+MiB = 2**20
+POLICIES = ("fixed", "dynamic", "provider")
+FILE_BYTES = 128 * MiB
+"""External tables are stored as parquet files of at most this size."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy and its settings; the defaults are Spark's and the provider's own."""
+
+    name: str
+    fixed_executors: int = 4
+    default_parallelism: int = 16
+    """``spark.default.parallelism`` for Spark's split size and AQE (the fixed application's cores)."""
+    shuffle_partitions: int = 200
+    advisory_partition_bytes: int = 64 * MiB
+    max_executors: int | None = None
+    backlog_timeout_s: float = 1.0
+    idle_timeout_s: float = 60.0
+    max_parallelism: int = 128
+    """The provider's ParallelismConfig default."""
+    avg_bytes_per_task: int = 64 * MiB
+
+    def __post_init__(self) -> None:
+        if self.name not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.name!r}")
+        if self.fixed_executors < 1 or self.default_parallelism < 1 or self.shuffle_partitions < 1:
+            raise ValueError(
+                f"policy {self.name}: fixed_executors, default_parallelism and shuffle_partitions must be >= 1"
+            )
+
+
+@dataclass(frozen=True)
+class Phase:
+    tasks: int
+    task_s: float
+
+
+@dataclass
+class Metrics:
+    """What one simulation measured; ``summary`` turns it into the reported figures."""
+
+    policy: str
+    cluster_cores: int
+    executor_cores: int
+    reserved_core_s: float = 0.0
+    used_core_s: float = 0.0
+    applications: int = 0
+    tasks: int = 0
+    arrivals: list[float] = field(default_factory=list)
+    first_executor: list[float] = field(default_factory=list)
+    finishes: list[float] = field(default_factory=list)
+    capacity_outcomes: Counter[str] = field(default_factory=Counter)
+    capacity_decisions: int = 0
+    planner_calls: int = 0
+    planner_s: float = 0.0
+    events: int = 0
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        start, end = min(self.arrivals), max(self.finishes)
+        makespan = end - start
+        queue = sorted(f - a for f, a in zip(self.first_executor, self.arrivals, strict=True))
+        latency = sorted(f - a for f, a in zip(self.finishes, self.arrivals, strict=True))
+        return {
+            "policy": self.policy,
+            "runs": len(self.arrivals),
+            "makespan_s": round(makespan, 3),
+            "throughput_runs_per_h": round(len(self.arrivals) / makespan * 3600, 3) if makespan else None,
+            "queue_s": {"mean": round(sum(queue) / len(queue), 3), "p50": _pct(queue, 50), "p95": _pct(queue, 95)},
+            "run_latency_s": {
+                "mean": round(sum(latency) / len(latency), 3),
+                "p50": _pct(latency, 50),
+                "p95": _pct(latency, 95),
+            },
+            "reserved_core_s": round(self.reserved_core_s, 1),
+            "used_core_s": round(self.used_core_s, 1),
+            "used_over_reserved": round(self.used_core_s / self.reserved_core_s, 4) if self.reserved_core_s else None,
+            "reserved_over_cluster": round(self.reserved_core_s / (self.cluster_cores * makespan), 4)
+            if makespan
+            else None,
+            "applications": self.applications,
+            "tasks": self.tasks,
+            "capacity_outcomes": dict(self.capacity_outcomes),
+            "capacity_decisions": self.capacity_decisions,
+            "planner_calls": self.planner_calls,
+            "planner_s": round(self.planner_s, 2),
+            "events": self.events,
+            "wall_s": round(self.wall_s, 2),
+        }
+
+
+def _pct(values: Sequence[float], p: float) -> float:
+    return round(values[min(len(values) - 1, math.ceil(p / 100 * len(values)) - 1)], 3) if values else 0.0
+
+
+@dataclass(frozen=True)
+class _RegionPlan:
+    request: ExecutorRequest
+    phases: tuple[Phase, ...]
+    ran_with: dict[str, int]
+
+
+class _Run:
+    __slots__ = ("done_stages", "first_grant", "index", "inputs", "outputs", "ran_with", "run", "units_left")
+
+    def __init__(self, run: DagRun, index: int, units: int) -> None:
+        self.run = run
+        self.index = index
+        self.inputs, self.outputs = run.stage_bytes()
+        self.ran_with: dict[str, int] = {}
+        self.units_left = units
+        self.done_stages: set[str] = set()
+        self.first_grant = math.inf
+
+
+class _App:
+    """One Spark application: its phases, executors and task slots."""
+
+    __slots__ = (
+        "activity",
+        "cold",
+        "done",
+        "granted",
+        "pending",
+        "phase",
+        "phases",
+        "ready",
+        "run",
+        "running",
+        "shuffle_holders",
+        "stages",
+        "step",
+        "target",
+        "ticking",
+        "want",
+    )  # fmt: skip
+
+    def __init__(self, run: _Run, stages: tuple[str, ...], phases: list[Phase], want: int) -> None:
+        self.run = run
+        self.stages = stages
+        self.phases = phases
+        self.want = want
+        self.phase = 0
+        self.pending = phases[0].tasks
+        self.running = 0
+        self.granted = 0  # executors granted (starting or ready), not yet released
+        self.ready = 0
+        self.done = False
+        self.target = 0  # dynamic allocation's executor target
+        self.step = 1
+        self.ticking = False
+        self.activity = 0
+        self.shuffle_holders = 0
+        self.cold = 0  # ready executors that have not run a task yet
+
+
+class Simulation:
+    """One policy over one workload on one cluster; ``run()`` returns the metrics."""
+
+    def __init__(self, cluster: ClusterSpec, cost: CostModel, policy: PolicySpec, runs: Sequence[DagRun]) -> None:
+        if not runs:
+            raise ValueError("a simulation needs at least one DAG run")
+        self.spec = cluster
+        self.cost = cost
+        self.policy = policy
+        self.runs = runs
+        self.loop = EventLoop()
+        self.cluster = Cluster(cluster, self._granted)
+        self.metrics = Metrics(policy.name, cluster.total_cores, cluster.executor_cores)
+        self.spe = cluster.executor_cores  # one core per task
+        self.waiting_regions: list[tuple[_Run, str]] = []
+        self.profile = ClusterProfile(
+            total_cores=cluster.total_cores,
+            total_memory=cluster.nodes * cluster.node_memory,
+            executor_cores=cluster.executor_cores,
+            executor_memory=cluster.executor_memory,
+            memory_expansion=cost.memory_expansion,
+        )
+        self.config = ParallelismConfig(
+            max_parallelism=policy.max_parallelism, avg_bytes_per_task=policy.avg_bytes_per_task
+        )
+        self._unit_deps: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+        self._stage_units: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._region_plans: dict[tuple[str, tuple[tuple[str, float], ...], str], _RegionPlan] = {}
+
+    # --- the run ---------------------------------------------------------------------------------
+
+    def run(self) -> Metrics:
+        started = time.perf_counter()
+        m = self.metrics
+        m.arrivals = [r.arrival for r in self.runs]
+        m.first_executor = [math.inf] * len(self.runs)
+        m.finishes = [math.nan] * len(self.runs)
+        for index, run in enumerate(self.runs):
+            self.loop.at(run.arrival, self._arrive, run, index)
+        self.loop.run()
+        unfinished = [i for i, f in enumerate(m.finishes) if math.isnan(f)]
+        if unfinished:
+            raise RuntimeError(
+                f"{len(unfinished)} run(s) never finished (first: run {self.runs[unfinished[0]].run_id})"
+            )
+        m.events = self.loop.processed
+        m.wall_s = time.perf_counter() - started
+        return m
+
+    def _units(self, run: DagRun) -> dict[str, tuple[str, ...]]:
+        """unit -> its stages: a region for the provider, a stage for the others (one application each)."""
+        plan = run.shape.plan
+        if self.policy.name == "provider":
+            return plan.regions
+        key = run.shape.name
+        if key not in self._stage_units:
+            self._stage_units[key] = {name: (name,) for name in plan.stages}
+        return self._stage_units[key]
+
+    def _deps(self, run: DagRun) -> dict[str, tuple[str, ...]]:
+        """unit -> the stages outside it whose outputs it reads (cached per DAG shape)."""
+        key = (run.shape.name, self.policy.name)
+        if key not in self._unit_deps:
+            plan = run.shape.plan
+            deps = {}
+            for unit, members in self._units(run).items():
+                inside = set(members)
+                deps[unit] = tuple(
+                    sorted({e.producer for s in members for e in plan.stages[s].inputs if e.producer not in inside})
+                )
+            self._unit_deps[key] = deps
+        return self._unit_deps[key]
+
+    def _arrive(self, run: DagRun, index: int) -> None:
+        units = self._units(run)
+        state = _Run(run, index, len(units))
+        for unit, deps in self._deps(run).items():
+            if not deps:
+                self._launch(state, unit, units[unit])
+
+    def _unit_done(self, state: _Run, stages: tuple[str, ...]) -> None:
+        state.done_stages.update(stages)
+        state.units_left -= 1
+        if state.units_left == 0:
+            self.metrics.finishes[state.index] = self.loop.now
+            return
+        units = self._units(state.run)
+        # A unit starts once every stage it reads from is done; launched units are those whose deps
+        # include one of the stages just finished (each unit starts exactly once, at its last input).
+        finished = set(stages)
+        for unit, deps in self._deps(state.run).items():
+            if deps and finished.intersection(deps) and state.done_stages.issuperset(deps):
+                self._launch(state, unit, units[unit])
+
+    # --- launching an application -----------------------------------------------------------------
+
+    def _launch(self, state: _Run, unit: str, stages: tuple[str, ...]) -> None:
+        if self.policy.name == "provider":
+            self._launch_region(state, unit)
+            return
+        phases = self._default_phases(state, stages[0])
+        self._start_app(_App(state, stages, phases, self.policy.fixed_executors))
+
+    def _start_app(self, app: _App) -> None:
+        self.metrics.applications += 1
+        self.loop.after(self.cost.app_start_s, self._registered, app)
+
+    def _registered(self, app: _App) -> None:
+        if self.policy.name == "dynamic":
+            self._backlog(app)
+        elif self.policy.name == "provider":
+            self._granted(app, app.want)  # places held since the capacity decision
+        else:
+            self.cluster.request(app, app.want)
+
+    def _default_phases(self, state: _Run, stage: str) -> list[Phase]:
+        """Spark's defaults: split size from default parallelism, 200 shuffle partitions coalesced by AQE."""
+        p = self.policy
+        read = state.inputs[stage]
+        split = min(128 * MiB, max(4 * MiB, read / p.default_parallelism))
+        scan = max(1, math.ceil(read / split))
+        shuffled = read * SHUFFLE_FRACTION
+        target = min(p.advisory_partition_bytes, max(1 * MiB, shuffled / p.default_parallelism))
+        reduce = min(p.shuffle_partitions, max(1, math.ceil(shuffled / target)))
+        share = self.spec.task_memory()
+        return [
+            Phase(scan, self.cost.task_seconds(read / scan, share)),
+            Phase(reduce, self.cost.task_seconds(shuffled / reduce, share)),
+        ]
+
+    # --- the provider: the real planner decides each region -------------------------------------------
+
+    def _launch_region(self, state: _Run, region: str, retry: bool = False) -> bool:
+        run = state.run
+        planned = self._region_plan(state, region)
+        state.ran_with.update(planned.ran_with)
+        free = self.cluster.free  # places neither granted nor held for an admitted region
+        workers = [
+            WorkerCapacity(
+                free_cores=free * self.spec.executor_cores,
+                free_memory=free * self.spec.executor_footprint,
+                total_cores=self.spec.node_cores,
+                total_memory=self.spec.node_memory,
+            )
+        ]
+        capacity = decide_capacity(planned.request, workers)
+        self.metrics.capacity_decisions += 1
+        if capacity.outcome is CapacityOutcome.IMPOSSIBLE:
+            raise RuntimeError(f"run {run.run_id} {region}: {capacity.message}")
+        if not capacity.can_run:
+            if not retry:
+                self.metrics.capacity_outcomes["wait"] += 1
+                self.waiting_regions.append((state, region))
+            return False
+        self.metrics.capacity_outcomes[capacity.outcome.value] += 1
+        # The provider's reservation ledger holds the granted places until the application registers,
+        # so regions admitted meanwhile do not count the same free executors twice.
+        self.cluster.hold(capacity.executors)
+        self._start_app(_App(state, run.shape.plan.regions[region], list(planned.phases), capacity.executors))
+        return True
+
+    def _region_plan(self, state: _Run, region: str) -> _RegionPlan:
+        """The planner's decision for a region, memoized per (DAG shape, input table sizes, region).
+
+        A run's bytes are a function of its shape and its tables, so runs drawn at the same scale get the
+        same decision; the memo keeps the real planner's calls to one per distinct case.
+        """
+        run = state.run
+        key = (run.shape.name, tuple(sorted(run.table_bytes.items())), region)
+        cached = self._region_plans.get(key)
+        if cached is not None:
+            return cached
+        plan = run.shape.plan
+        members = plan.regions[region]
+        started = time.perf_counter()
+        decision = decide_region(plan, region, self._region_inputs(state, members), lambda _: self.config, self.profile)
+        sizing = decision.sizing
+        request = ExecutorRequest(
+            executors=sizing.executor_instances,
+            cores=sizing.executor_cores,
+            memory=sizing.executor_memory + sizing.memory_overhead + sizing.off_heap_memory,
+            parallelism=max(s.parallelism for s in sizing.stages.values()),
+            slots_per_executor=sizing.executor_cores // sizing.task_cpus,
+        )
+        phases = []
+        inside = set(members)
+        for name in members:
+            stage = sizing.stages[name]
+            read = state.inputs[name]
+            in_memory = sum(
+                state.outputs[e.producer]
+                for e in plan.stages[name].inputs
+                if e.producer in inside and e.mode is ExchangeMode.PIPELINED
+            )
+            share = stage.per_task_memory
+            files = read - in_memory
+            if files > 0:
+                scan = max(1, math.ceil(files / stage.max_partition_bytes))
+                phases.append(Phase(scan, self.cost.task_seconds(files / scan, share)))
+            # The provider runs AQE as an in-query correction: shuffle partitions coalesce towards the
+            # planned bytes per task (parallelismFirst off), never above the decided parallelism.
+            shuffled = read * SHUFFLE_FRACTION
+            reduce = min(stage.parallelism, max(1, math.ceil(shuffled / self.config.avg_bytes_per_task)))
+            phases.append(Phase(reduce, self.cost.task_seconds(shuffled / reduce, share)))
+        planned = _RegionPlan(request, tuple(phases), {n: sizing.stages[n].parallelism for n in members})
+        self._region_plans[key] = planned
+        self.metrics.planner_calls += 1
+        self.metrics.planner_s += time.perf_counter() - started
+        return planned
+
+    def _region_inputs(self, state: _Run, members: tuple[str, ...]) -> dict[str, StageInputs]:
+        run = state.run
+        plan = run.shape.plan
+        inside = set(members)
+        result = {}
+        for name in members:
+            upstream = {}
+            ran = {}
+            for e in plan.stages[name].inputs:
+                if e.producer in inside:
+                    continue
+                parts = state.ran_with[e.producer]
+                upstream[e.input_name] = OutputRecord(
+                    e.producer, "", "parquet", _split(state.outputs[e.producer], parts), 0, 1
+                )
+                ran[e.input_name] = parts
+            external = {
+                t: ExternalSizes(t, "parquet", _split(run.table_bytes[t], math.ceil(run.table_bytes[t] / FILE_BYTES)))
+                for t in run.shape.external.get(name, ())
+            }
+            result[name] = StageInputs(upstream=upstream, external=external, upstream_parallelism=ran)
+        return result
+
+    def _retry_waiting(self) -> None:
+        """Regions the capacity check held back, first come first served, while they now fit."""
+        while self.waiting_regions and self.cluster.free and self.cluster.waiting == 0:
+            state, region = self.waiting_regions[0]
+            if not self._launch_region(state, region, retry=True):
+                return
+            self.waiting_regions.pop(0)
+
+    # --- executors and tasks ---------------------------------------------------------------------------
+
+    def _granted(self, owner: object, executors: int) -> None:
+        app: _App = owner  # type: ignore[assignment]
+        now = self.loop.now
+        app.granted += executors
+        self.metrics.reserved_core_s -= now * executors * self.spec.executor_cores
+        state = app.run
+        if now < self.metrics.first_executor[state.index]:
+            self.metrics.first_executor[state.index] = now
+        self.loop.after(self.cost.executor_start_s, self._executor_ready, app, executors)
+
+    def _release(self, app: _App, executors: int) -> None:
+        app.granted -= executors
+        self.metrics.reserved_core_s += self.loop.now * executors * self.spec.executor_cores
+        self.cluster.release(executors)
+        if self.waiting_regions:
+            self._retry_waiting()
+
+    def _executor_ready(self, app: _App, executors: int) -> None:
+        if app.done:
+            self._release(app, executors)
+            return
+        app.ready += executors
+        app.cold += executors
+        self._fill(app)
+        self._maybe_idle(app)
+
+    def _fill(self, app: _App) -> None:
+        free = app.ready * self.spe - app.running
+        if free <= 0 or app.pending <= 0:
+            return
+        phase = app.phases[app.phase]
+        count = min(free, app.pending)
+        app.pending -= count
+        app.running += count
+        app.activity += 1
+        self.metrics.tasks += count
+        seconds = phase.task_s
+        if app.cold:  # a fresh executor's first task loads classes and warms the JIT
+            warm = min(app.cold, count)
+            app.cold -= warm
+            count -= warm
+            self.metrics.used_core_s += (seconds + self.cost.warmup_s) * warm
+            self.loop.after(seconds + self.cost.warmup_s, self._task_done, app, warm)
+        if count:
+            self.metrics.used_core_s += seconds * count
+            # Equal tasks started together end together: one event for the batch.
+            self.loop.after(seconds, self._task_done, app, count)
+
+    def _task_done(self, app: _App, count: int) -> None:
+        app.running -= count
+        if app.pending == 0 and app.running == 0:
+            app.phase += 1
+            if app.phase == len(app.phases):
+                self._finish(app)
+                return
+            if app.phase == len(app.phases) - 1:
+                app.shuffle_holders = app.ready  # executors that ran map tasks keep their shuffle files
+            app.pending = app.phases[app.phase].tasks
+            if self.policy.name == "dynamic":
+                self._backlog(app)
+        self._fill(app)
+        self._maybe_idle(app)
+
+    def _finish(self, app: _App) -> None:
+        app.done = True
+        self.cluster.cancel(app)
+        if app.ready:
+            ready, app.ready = app.ready, 0
+            self._release(app, ready)
+        self._unit_done(app.run, app.stages)
+
+    # --- dynamic allocation ----------------------------------------------------------------------------
+
+    def _needed(self, app: _App) -> int:
+        needed = math.ceil((app.pending + app.running) / self.spe)
+        cap = self.policy.max_executors
+        return needed if cap is None else min(cap, needed)
+
+    def _backlog(self, app: _App) -> None:
+        """Pending tasks start the backlog timer; a lower need cancels requests not yet granted."""
+        needed = self._needed(app)
+        if app.target > needed:
+            dropped = self.cluster.cancel(app)
+            app.target = max(app.granted, app.target - dropped)
+        if app.pending and app.target < needed and not app.ticking:
+            app.ticking = True
+            app.step = 1
+            self.loop.after(self.policy.backlog_timeout_s, self._tick, app)
+
+    def _tick(self, app: _App) -> None:
+        app.ticking = False
+        if app.done or not app.pending:
+            return
+        needed = self._needed(app)
+        if app.target < needed:
+            add = min(app.step, needed - app.target)
+            app.target += add
+            app.step *= 2
+            self.cluster.request(app, add)
+            app.ticking = True
+            self.loop.after(self.policy.backlog_timeout_s, self._tick, app)  # the sustained backlog timeout
+
+    def _maybe_idle(self, app: _App) -> None:
+        if self.policy.name != "dynamic" or app.pending or app.phase != len(app.phases) - 1:
+            return
+        if self._idle_executors(app):
+            self.loop.after(self.policy.idle_timeout_s, self._idle_check, app, app.activity)
+
+    def _idle_executors(self, app: _App) -> int:
+        """Ready executors with no task and no shuffle data (map outputs stay with their executors)."""
+        idle = (app.ready * self.spe - app.running) // self.spe
+        return max(0, min(idle, app.ready - app.shuffle_holders))
+
+    def _idle_check(self, app: _App, activity: int) -> None:
+        if app.done or app.activity != activity:
+            return
+        idle = self._idle_executors(app)
+        if idle:
+            app.ready -= idle
+            app.target = max(0, app.target - idle)
+            self._release(app, idle)
+
+
+def _split(total: float, parts: int) -> list[int]:
+    """``total`` bytes as ``parts`` near-equal integer sizes."""
+    parts = max(1, parts)
+    whole = int(total)
+    base, extra = divmod(whole, parts)
+    return [base + 1] * extra + [base] * (parts - extra)
+
+
+def simulate(cluster: ClusterSpec, cost: CostModel, policy: PolicySpec, runs: Sequence[DagRun]) -> dict[str, Any]:
+    """Run one policy; the summary of :class:`Metrics`."""
+    return Simulation(cluster, cost, policy, runs).run().summary()

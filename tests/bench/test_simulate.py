@@ -1,0 +1,220 @@
+"""The cluster simulator (bench/simulate): event loop, cost model, hand-worked runs, the real planner, validation."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_finegrained.planning import StageSpec, plan_stages
+from bench.simulate.__main__ import main
+from bench.simulate.cluster import Cluster, ClusterSpec
+from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
+from bench.simulate.events import EventLoop
+from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validate
+from bench.simulate.sim import PolicySpec, Simulation, simulate
+from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload
+
+MiB = 2**20
+GiB = 2**30
+# Round numbers for hand-working: 1 s per task, 4 MiB/s per core, no warm-up, no spill at these sizes.
+HAND = CostModel(task_overhead_s=1.0, bytes_per_s=4 * MiB, app_start_s=10.0, executor_start_s=2.0, warmup_s=0.0)
+
+
+def one_stage_run(table_bytes: float, run_id: int = 0, arrival: float = 0.0) -> DagRun:
+    specs = (StageSpec("only"),)
+    shape = DagShape("one", specs, plan_stages(specs), {"only": ("t",)}, {"only": 0.5})
+    return DagRun(run_id, arrival, shape, {"t": table_bytes}, 1.0)
+
+
+def test_event_loop_runs_in_time_order_and_ties_in_scheduling_order() -> None:
+    loop = EventLoop()
+    seen: list[tuple[float, str]] = []
+    loop.at(5.0, lambda: seen.append((loop.now, "b")))
+    loop.at(1.0, lambda: seen.append((loop.now, "a")))
+    loop.at(5.0, lambda: seen.append((loop.now, "c")))
+    loop.at(1.0, lambda: loop.after(0.5, lambda: seen.append((loop.now, "nested"))))
+    loop.at(2.0, lambda: loop.at(0.0, lambda: seen.append((loop.now, "past is now"))))
+    assert loop.run() == 5.0
+    assert seen == [(1.0, "a"), (1.5, "nested"), (2.0, "past is now"), (5.0, "b"), (5.0, "c")]
+    assert loop.processed == 7
+
+
+@pytest.mark.parametrize(
+    ("task_bytes", "memory_share", "expected"),
+    [
+        (0, GiB, 1.0),
+        (4 * MiB, GiB, 2.0),  # 1 s overhead + 4 MiB at 4 MiB/s
+        (4 * MiB, 6 * MiB, 2.0 + 0.5),  # 12 MiB in memory, 6 MiB spilled = 2 MiB on disk: +0.5 s
+        (4 * MiB, 12 * MiB, 2.0),  # exactly fits
+    ],
+)
+def test_task_seconds(task_bytes: float, memory_share: float, expected: float) -> None:
+    assert HAND.task_seconds(task_bytes, memory_share) == pytest.approx(expected)
+
+
+def test_least_squares_recovers_exact_coefficients_and_rejects_dependent_columns() -> None:
+    xs = [(1.0, 2.0, 3.0), (0.0, 5.0, 1.0), (1.0, 1.0, 7.0), (0.0, 3.0, 2.0)]
+    ys = [0.5 * a + 2 * b + 0.25 * c for a, b, c in xs]
+    assert least_squares(xs, ys) == pytest.approx([0.5, 2.0, 0.25])
+    with pytest.raises(ValueError, match="vary independently"):
+        least_squares([(1.0, 2.0), (2.0, 4.0)], [1.0, 2.0])
+
+
+def test_cost_model_rejects_bad_values_by_name() -> None:
+    with pytest.raises(ValueError, match="app_start_s must be >= 0, got -1"):
+        CostModel(app_start_s=-1)
+    with pytest.raises(ValueError, match="bytes_per_s"):
+        CostModel(bytes_per_s=0)
+
+
+def test_fit_from_the_measured_runs_has_positive_parameters_and_reports_its_error() -> None:
+    model = fit_cost_model()
+    assert model.task_overhead_s > 0 and model.bytes_per_s > 0 and model.warmup_s > 0
+    assert 10 < model.app_start_s < 40  # (fixed + AQE wall - oracle wall) / 7 extra applications
+    assert model.fit["error_all"]["points"] > 50
+    assert 0 <= model.fit["error_all"]["median_abs_rel_error"] < 1
+
+
+@pytest.mark.parametrize(
+    ("executors", "finish", "reserved"),
+    [
+        # 8 MiB, default parallelism 2: 2 scan tasks of 4 MiB (2 s each), then the shuffle's 8 MiB x 0.26
+        # coalesced by AQE into 2 tasks of 1.04 MiB (1.26 s each). App registered at 10, executors up at 12.
+        (2, 12 + 2 + (1 + 4 * SHUFFLE_FRACTION / 4), 2 * (14 + (1 + SHUFFLE_FRACTION) - 10)),
+        # One executor runs them one after another.
+        (1, 12 + 4 + 2 * (1 + SHUFFLE_FRACTION), 1 * (16 + 2 * (1 + SHUFFLE_FRACTION) - 10)),
+    ],
+)
+def test_fixed_policy_on_one_node_by_hand(executors: int, finish: float, reserved: float) -> None:
+    cluster = ClusterSpec(1, 2, 8 * GiB, 1, 1 * GiB)
+    result = simulate(
+        cluster, HAND, PolicySpec("fixed", fixed_executors=executors, default_parallelism=2), [one_stage_run(8 * MiB)]
+    )
+    assert result["makespan_s"] == pytest.approx(finish, abs=1e-3)
+    assert result["queue_s"]["mean"] == pytest.approx(10.0)  # the application start, then executors are free
+    assert result["reserved_core_s"] == pytest.approx(reserved, abs=0.1)
+    assert result["used_core_s"] == pytest.approx(2 * 2.0 + 2 * (1 + SHUFFLE_FRACTION), abs=0.1)
+    assert result["tasks"] == 4 and result["applications"] == 1
+
+
+def test_second_run_queues_for_the_only_executor_place() -> None:
+    cluster = ClusterSpec(1, 1, 8 * GiB, 1, 1 * GiB)  # one executor place in all
+    runs = [one_stage_run(8 * MiB, 0), one_stage_run(8 * MiB, 1)]
+    result = simulate(cluster, HAND, PolicySpec("fixed", fixed_executors=1, default_parallelism=2), runs)
+    one = 2 + 4 + 2 * (1 + SHUFFLE_FRACTION)  # executor start + the run's four tasks
+    # Run 0 holds the place from 10 to 10 + one; run 1 registered at 10 too and gets it then.
+    assert result["queue_s"]["p95"] == pytest.approx(10 + one, abs=1e-3)
+    assert result["makespan_s"] == pytest.approx(10 + 2 * one, abs=1e-3)
+    assert result["reserved_over_cluster"] == pytest.approx(2 * one / (10 + 2 * one), abs=1e-3)
+
+
+def test_dynamic_allocation_asks_after_the_backlog_timeout_and_doubles() -> None:
+    cluster = ClusterSpec(1, 16, 64 * GiB, 1, 1 * GiB)
+    sim = Simulation(cluster, HAND, PolicySpec("dynamic", default_parallelism=16), [one_stage_run(64 * MiB)])
+    grants: list[tuple[float, int]] = []
+    granted = sim._granted
+
+    def record(owner: object, executors: int) -> None:
+        grants.append((sim.loop.now, executors))
+        granted(owner, executors)
+
+    sim.cluster._grant = record
+    result = sim.run().summary()
+    # 16 scan tasks of 4 MiB: one executor at 11 s, then 2, 4, 8 each further second while the backlog lasts.
+    assert grants[:4] == [(11.0, 1), (12.0, 2), (13.0, 4), (14.0, 8)]
+    assert result["queue_s"]["mean"] == pytest.approx(11.0)
+
+
+def test_provider_policy_runs_the_real_planner() -> None:
+    cluster = ClusterSpec(10, 16, 64 * GiB, 4, 14 * GiB)
+    sim = Simulation(cluster, HAND, PolicySpec("provider"), [one_stage_run(1 * GiB)])
+    result = sim.run().summary()
+    (planned,) = sim._region_plans.values()
+    # decide_parallelism: 1 GiB / 64 MiB per task = 16 tasks; size_region: 16 / 4 slots = 4 executors.
+    assert planned.ran_with == {"only": 16}
+    assert planned.request.executors == 4 and planned.request.parallelism == 16
+    # The shuffle (1 GiB x 0.26) coalesces under AQE towards 64 MiB per task: 5 of the 16 partitions.
+    assert planned.phases[-1].tasks == math.ceil(GiB * SHUFFLE_FRACTION / (64 * MiB))
+    assert result["capacity_outcomes"] == {"as_requested": 1} and result["planner_calls"] == 1
+
+
+def test_provider_waits_for_capacity_and_runs_smaller_when_part_is_free() -> None:
+    cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
+    runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5), one_stage_run(1 * GiB, 2, 0.6)]
+    result = simulate(cluster, HAND, PolicySpec("provider"), runs)
+    # The small run gets its one executor; the next asks for both places and runs on the one left; the
+    # last finds none free, waits, and runs smaller on the place the small run gives back.
+    assert result["capacity_outcomes"] == {"as_requested": 1, "reduced": 2, "wait": 1}
+    assert result["queue_s"]["p95"] > 30  # the waiting run's first executor came after the small run ended
+
+
+def test_cluster_grants_in_order_and_in_part() -> None:
+    grants: list[tuple[str, int]] = []
+    cluster = Cluster(ClusterSpec(1, 4, 64 * GiB, 1, 1 * GiB), lambda owner, n: grants.append((str(owner), n)))
+    cluster.request("a", 3)
+    cluster.request("b", 3)
+    assert grants == [("a", 3), ("b", 1)] and cluster.waiting == 1
+    cluster.release(3)
+    assert grants[-1] == ("b", 2) and cluster.free == 1 and cluster.waiting == 0
+    with pytest.raises(ValueError, match="cannot release 4"):
+        cluster.release(4)
+
+
+def test_cluster_spec_rejects_an_executor_that_fits_no_node() -> None:
+    with pytest.raises(ValueError, match="does not fit a node of 2 cores"):
+        ClusterSpec(1, 2, 8 * GiB, 4, 1 * GiB)
+
+
+def test_workload_is_deterministic_and_spans_four_decades() -> None:
+    spec = WorkloadSpec(runs=400, window_s=3600.0)
+    a, b = day_workload(spec, 3), day_workload(spec, 3)
+    assert [(r.arrival, r.scale, r.shape.name) for r in a] == [(r.arrival, r.scale, r.shape.name) for r in b]
+    scales = [r.scale for r in a]
+    assert min(scales) == pytest.approx(0.01) and max(scales) == pytest.approx(100.0)
+    assert all(0 <= r.arrival <= 3600 for r in a) and [r.arrival for r in a] == sorted(r.arrival for r in a)
+    assert {r.shape.name == "tpch" for r in a} == {True, False}
+
+
+def test_validate_compares_every_figure_within_20_percent(tmp_path: Path) -> None:
+    setup = SharedClusterSetup(scales=(0.01, 0.1))
+    simulated = shared_cluster(setup, HAND, ["provider", "dynamic"])
+    measured = {
+        "setup": {"scales": [0.01, 0.1]},
+        "policies": {
+            name: {
+                "makespan_s": r["makespan_s"],
+                "reserved_core_s": r["reserved_core_s"] * (1.3 if name == "dynamic" else 1.1),
+                "used_core_s": r["used_core_s"],
+                "queue_s": r["queue_s"]["mean"],
+            }
+            for name, r in simulated.items()
+        },
+    }
+    path = tmp_path / "shared_cluster.json"
+    path.write_text(json.dumps(measured))
+    outcome = validate(path, HAND)
+    assert outcome["validated"] is False
+    assert outcome["comparison"]["provider"]["reserved_core_s"]["within"] is True
+    assert outcome["comparison"]["dynamic"]["reserved_core_s"]["ratio"] == pytest.approx(1 / 1.3, abs=1e-3)
+    assert outcome["comparison"]["dynamic"]["reserved_core_s"]["within"] is False
+    assert all(row["within"] for row in outcome["comparison"]["provider"].values())
+    path.write_text(json.dumps({"setup": {"workers": 2, "nodes": 3}, "policies": {"provider": {}}}))
+    with pytest.raises(ValueError, match=r"unknown keys \['nodes'\]"):
+        validate(path, HAND)
+    with pytest.raises(FileNotFoundError, match="item 2 writes them"):
+        validate(tmp_path / "missing.json", HAND)
+
+
+def test_command_writes_unvalidated_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["all", "--runs", "30", "--nodes", "4", "--window-s", "3600", "--saturated-window-s", "60"]
+    assert main([*args, "--out", str(tmp_path), "--measured", str(tmp_path / "none.json")]) == 0
+    results = json.loads((tmp_path / "simulate.json").read_text())
+    assert results["validated"] is False and results["status"].startswith("NOT YET VALIDATED")
+    assert set(results["day"]["policies"]) == {"fixed", "dynamic", "provider"}
+    assert results["day"]["policies"]["provider"]["runs"] == 30
+    assert "NOT YET VALIDATED" in (tmp_path / "simulate.md").read_text()
+    assert "throughput_provider_over_fixed" in results["saturated"]["ratios"]
+    assert "NOT YET VALIDATED" in capsys.readouterr().out
