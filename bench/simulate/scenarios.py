@@ -2,19 +2,23 @@
 
 Item 2 (issue 15) measures K concurrent TPC-H DAG runs on a loopback standalone cluster; its results
 file (``bench/results/shared_cluster.json``) is read by :func:`validate`, which simulates exactly that
-setup and reports simulated / measured for every figure. Its shape::
+setup and reports simulated / measured for every figure. Two shapes are read. The plain one::
 
     {
-      "setup": {"workers": 2, "worker_cores": 2, "worker_memory": "4g",
-                "executor_cores": 1, "executor_memory": "1g", "fixed_executors": 2,
-                "default_parallelism": 2, "scales": [0.01, 0.01, 0.1, 0.1, 1, 1]},
+      "setup": {"workers": 2, "worker_cores": 4, "worker_memory": "6g",
+                "executor_cores": 1, "executor_memory": "1g", "max_executors": 4,
+                "scales": [0.01, 0.01, 0.1, 0.1, 0.3, 1]},
       "policies": {"fixed":    {"makespan_s": ..., "reserved_core_s": ..., "used_core_s": ..., "queue_s": ...},
                    "dynamic":  {...},
                    "provider": {...}}
     }
 
-``queue_s`` is the mean over runs of the time from a run's start to its first executor; policies may be
-left out (item 2 compares the provider with dynamic allocation).
+and the one ``python -m bench.shared_cluster`` writes (``cluster``: workers, cores_per_worker, memory;
+``scales``; ``shape``: executor_cores, executor_memory, max_executors; ``summary``: per policy the medians
+over repeats). Figures as item 2 reads them from the event logs: ``makespan_s`` first trigger to last
+run's end; ``reserved_core_s`` executor cores x (ExecutorAdded to removal); ``used_core_s`` task time x
+task cpus; ``queue_s`` the sum over applications of application start to first executor added.
+Policies may be left out (item 2 compares the provider with dynamic allocation).
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ from bench.simulate.workload import DagRun, WorkloadSpec, day_workload, tpch_run
 TOLERANCE = 0.20
 """The simulator is validated when every simulated figure is within 20% of the measured one."""
 VALIDATED_FIGURES = ("makespan_s", "reserved_core_s", "used_core_s", "queue_s")
+SIMULATED_AS = {
+    "makespan_s": "makespan_s",
+    "reserved_core_s": "added_core_s",
+    "used_core_s": "used_core_s",
+    "queue_s": "app_queue_sum_s",
+}
+"""Each measured figure's simulated counterpart, counted the way an event log counts it."""
 
 
 @dataclass(frozen=True)
@@ -40,13 +51,14 @@ class SharedClusterSetup:
     """Item 2's setup: a small standalone cluster and K TPC-H runs started together."""
 
     workers: int = 2
-    worker_cores: int = 2
-    worker_memory: int | str = "4g"
+    worker_cores: int = 4
+    worker_memory: int | str = "6g"
     executor_cores: int = 1
     executor_memory: int | str = "1g"
-    fixed_executors: int = 2
-    default_parallelism: int = 2
-    scales: tuple[float, ...] = (0.01, 0.01, 0.1, 0.1, 1.0, 1.0)
+    max_executors: int = 4
+    """The fixed policy's executors and the dynamic policy's cap, per application."""
+    default_parallelism: int = 4
+    scales: tuple[float, ...] = (0.01, 0.01, 0.1, 0.1, 0.3, 1.0)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SharedClusterSetup:
@@ -77,7 +89,12 @@ class SharedClusterSetup:
         return [tpch_run(i, 0.0, scale) for i, scale in enumerate(self.scales)]
 
     def policy(self, name: str) -> PolicySpec:
-        return PolicySpec(name, fixed_executors=self.fixed_executors, default_parallelism=self.default_parallelism)
+        return PolicySpec(
+            name,
+            fixed_executors=self.max_executors,
+            max_executors=self.max_executors,
+            default_parallelism=self.default_parallelism,
+        )
 
 
 def shared_cluster(
@@ -96,6 +113,8 @@ def validate(measured_path: Path, cost: CostModel) -> dict[str, Any]:
         raise FileNotFoundError(
             f"no measured shared-cluster results at {measured_path}: item 2 writes them (see docs/simulation.md)"
         ) from None
+    if "summary" in measured and "policies" not in measured:
+        measured = _from_shared_cluster_run(measured)
     setup = SharedClusterSetup.from_dict(measured.get("setup", {}))
     by_policy = measured.get("policies") or {}
     unknown = set(by_policy) - set(POLICIES)
@@ -113,7 +132,7 @@ def validate(measured_path: Path, cost: CostModel) -> dict[str, Any]:
                     f"{measured_path}: policy {policy!r} lacks {figure!r} (needs {list(VALIDATED_FIGURES)})"
                 )
             measured_value = float(figures[figure])
-            sim_value = float(sim["queue_s"]["mean"] if figure == "queue_s" else sim[figure])
+            sim_value = float(sim[SIMULATED_AS[figure]])
             ratio = sim_value / measured_value if measured_value else None
             ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
             within = within and ok
@@ -126,6 +145,26 @@ def validate(measured_path: Path, cost: CostModel) -> dict[str, Any]:
         "validated": within,
         "comparison": comparison,
     }
+
+
+def _from_shared_cluster_run(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``python -m bench.shared_cluster``'s results file in the plain shape."""
+    cluster, shape = data.get("cluster") or {}, data.get("shape") or {}
+    setup: dict[str, Any] = {"scales": [float(s) for s in data.get("scales") or ()]}
+    for theirs, ours, source in (
+        ("workers", "workers", cluster),
+        ("cores_per_worker", "worker_cores", cluster),
+        ("memory", "worker_memory", cluster),
+        ("executor_cores", "executor_cores", shape),
+        ("executor_memory", "executor_memory", shape),
+        ("max_executors", "max_executors", shape),
+    ):
+        if theirs in source:
+            setup[ours] = source[theirs]
+    if "executor_cores" in setup and "max_executors" in setup:
+        setup["default_parallelism"] = max(2, int(setup["executor_cores"]) * int(setup["max_executors"]))
+    summary = data["summary"]
+    return {"setup": setup, "policies": {p: summary[p] for p in POLICIES if isinstance(summary.get(p), dict)}}
 
 
 def scale_scenario(

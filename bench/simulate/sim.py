@@ -86,6 +86,11 @@ class Metrics:
     cluster_cores: int
     executor_cores: int
     reserved_core_s: float = 0.0
+    """Executor cores x time from grant (the place is taken) to release."""
+    added_core_s: float = 0.0
+    """Executor cores x time from the executor's registration (an event log's ExecutorAdded) to release."""
+    app_queue_sum_s: float = 0.0
+    """Sum over applications of registration to first executor added (what item 2 reads from event logs)."""
     used_core_s: float = 0.0
     applications: int = 0
     tasks: int = 0
@@ -116,6 +121,8 @@ class Metrics:
                 "p95": _pct(latency, 95),
             },
             "reserved_core_s": round(self.reserved_core_s, 1),
+            "added_core_s": round(self.added_core_s, 1),
+            "app_queue_sum_s": round(self.app_queue_sum_s, 1),
             "used_core_s": round(self.used_core_s, 1),
             "used_over_reserved": round(self.used_core_s / self.reserved_core_s, 4) if self.reserved_core_s else None,
             "reserved_over_cluster": round(self.reserved_core_s / (self.cluster_cores * makespan), 4)
@@ -168,6 +175,7 @@ class _App:
         "phase",
         "phases",
         "ready",
+        "registered",
         "run",
         "running",
         "shuffle_holders",
@@ -195,6 +203,7 @@ class _App:
         self.activity = 0
         self.shuffle_holders = 0
         self.cold = 0  # ready executors that have not run a task yet
+        self.registered = -1.0  # when the application registered; -1 until then, and after its first executor
 
 
 class Simulation:
@@ -305,6 +314,7 @@ class Simulation:
         self.loop.after(self.cost.app_start_s, self._registered, app)
 
     def _registered(self, app: _App) -> None:
+        app.registered = self.loop.now
         if self.policy.name == "dynamic":
             self._backlog(app)
         elif self.policy.name == "provider":
@@ -453,11 +463,16 @@ class Simulation:
     def _release(self, app: _App, executors: int) -> None:
         app.granted -= executors
         self.metrics.reserved_core_s += self.loop.now * executors * self.spec.executor_cores
+        self.metrics.added_core_s += self.loop.now * executors * self.spec.executor_cores
         self.cluster.release(executors)
         if self.waiting_regions:
             self._retry_waiting()
 
     def _executor_ready(self, app: _App, executors: int) -> None:
+        self.metrics.added_core_s -= self.loop.now * executors * self.spec.executor_cores
+        if app.registered >= 0:
+            self.metrics.app_queue_sum_s += self.loop.now - app.registered
+            app.registered = -1.0
         if app.done:
             self._release(app, executors)
             return
