@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from airflow_provider_finegrained.contract import OutputRecord, StageTrace
+from airflow_provider_finegrained.execution.spark_reach import spark_reach
 from airflow_provider_finegrained.planning import (
     ClusterProfile,
     ConsumedResult,
@@ -186,11 +187,23 @@ def decide_region(
             max_partition_bytes=split_bytes(estimated_output[name], ran_with.parallelism),
             notes=(*own.notes, _follow_note(decider, ran_with)) if moved else own.notes,
         )
+    in_region_consumers, outside_consumers = _consumers(plan, members, in_region)
+    # Where each decision reaches Spark: a stage that only hands its output over in memory runs inside
+    # its consumer's Spark jobs, under that stage's session settings (execution.spark_reach).
+    reach = spark_reach(
+        members,
+        in_region_consumers,
+        outside_consumers,
+        {name: sizing.stages[name].session_conf() for name in members},
+        {name: trace.config["avg_bytes_per_task"] for name, trace in traces.items()},
+        {name: sizing.stages[name].balance is not None for name in members},
+    )
     traces = {
         name: replace(
             trace,
             parallelism=sizing.stages[name].parallelism,
-            sizing_notes=list(sizing.stages[name].notes),
+            sizing_notes=[*sizing.stages[name].notes, *reach[name].notes],
+            runs_in=reach[name].runs_in,
             waves=sizing.stages[name].waves,
             executors=sizing.executor_instances,
             executor_cores=sizing.executor_cores,
@@ -201,7 +214,6 @@ def decide_region(
         )
         for name, trace in traces.items()
     }
-    in_region_consumers, outside_consumers = _consumers(plan, members, in_region)
     return RegionDecision(region, members[0], sizing, traces, in_region_consumers, outside_consumers)
 
 
