@@ -1,0 +1,240 @@
+"""A shared cluster's cost: K concurrent DAG runs of mixed scales on one loopback standalone cluster.
+
+One ``airflow standalone`` (LocalExecutor) and one standalone Spark cluster (``--workers`` workers on
+127.0.0.1) serve both policies (``policies.py``), one policy at a time, alternating the order per
+repeat. Each policy run triggers K DAG runs at once (one per scale in ``--scales``) and waits until all
+end. From the Spark event logs of the applications that started in that window: makespan (first trigger
+to last run's end), queueing (each application's start to its first executor), executor core-seconds
+reserved (executors' lifetimes x cores) and used (tasks' run times x task cpus).
+
+    .venv/bin/python -m bench.shared_cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
+
+Writes bench/results/shared_cluster.json and .md (the shape bench/simulate validates against).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.compare.__main__ import tables_for
+from bench.kill_trials.standalone import Standalone, airflow_env, free_port
+from bench.shared_cluster.events import AppUsage, read_apps
+from bench.shared_cluster.policies import (
+    DYNAMIC_DAG_ID,
+    PROVIDER_DAG_ID,
+    REPO,
+    Shape,
+    dynamic_dag_text,
+    provider_connection,
+)
+
+POLICIES = {"dynamic": DYNAMIC_DAG_ID, "provider": PROVIDER_DAG_ID}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.shared_cluster", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scales", default="0.01,0.01,0.1,0.1,0.3,1", help="one DAG run per entry, all at once")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--policies", default="dynamic,provider")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores-per-worker", type=int, default=4)
+    parser.add_argument("--memory-per-worker", default="6g")
+    parser.add_argument("--max-executors", type=int, default=4, help="the dynamic policy's cap per application")
+    parser.add_argument("--parallelism", type=int, default=16, help="Airflow's task parallelism")
+    parser.add_argument("--data", type=Path, default=REPO / ".bench-data")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+
+    args = parse_args(argv)
+    policies = [p for p in args.policies.split(",") if p]
+    unknown = sorted(set(policies) - set(POLICIES))
+    if unknown:
+        raise SystemExit(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    tables = [tables_for(float(s), args.data) for s in args.scales.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="shared-cluster-"))
+    shape = Shape(max_executors=args.max_executors)
+    cluster = start_local_cluster(
+        str(work / "cluster"), args.workers, args.cores_per_worker, args.memory_per_worker, timeout_s=300
+    )
+    total_cores = args.workers * args.cores_per_worker
+    results: dict[str, Any] = {
+        "command": "python -m bench.shared_cluster " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "cluster": {
+            "workers": args.workers,
+            "cores_per_worker": args.cores_per_worker,
+            "memory": args.memory_per_worker,
+        },
+        "scales": args.scales.split(","),
+        "shape": shape.__dict__,
+        "load_average_1m": [],
+        "runs": {p: [] for p in policies},
+    }
+    events = {p: work / f"events-{p}" for p in POLICIES}
+    for folder in events.values():
+        folder.mkdir()
+    standalone = _standalone(work, cluster, shape, events, total_cores, args)
+    try:
+        standalone.start(timeout_s=900)
+        for dag_id in (POLICIES[p] for p in policies):
+            _wait_parsed(standalone, dag_id)
+        for repeat in range(args.repeats):
+            order = policies[repeat % len(policies) :] + policies[: repeat % len(policies)]
+            for policy in order:
+                results["load_average_1m"].append(os.getloadavg()[0])
+                run = _run_policy(standalone, POLICIES[policy], tables, f"{policy}-{repeat}")
+                run.update(measure(read_apps(events[policy]), run["started"], run["ended"]))
+                results["runs"][policy].append(run)
+                print(
+                    f"repeat {repeat} {policy}: makespan {run['makespan_s']:.0f} s, "
+                    f"reserved {run['reserved_core_s']:.0f} core-s, used {run['used_core_s']:.0f}",
+                    flush=True,
+                )
+                _write(args.out, results)
+    finally:
+        standalone.stop()
+        cluster.stop()
+    results["summary"] = summarize(results["runs"])
+    _write(args.out, results)
+    return 0
+
+
+def _standalone(
+    work: Path, cluster: Any, shape: Shape, events: dict[str, Path], total_cores: int, args: argparse.Namespace
+) -> Standalone:
+    home = work / "airflow-home"
+    dags = home / "dags"
+    dags.mkdir(parents=True)
+    for name in ("tpch_pipeline.py", "tpch_queries.py"):
+        (dags / name).write_text((REPO / "dags_examples" / name).read_text())
+    (dags / "tpch_dynamic.py").write_text(
+        dynamic_dag_text(cluster.master_url, shape, events["dynamic"], work / "dyn-out")
+    )
+    memory = f"{int(args.memory_per_worker[:-1]) * args.workers}{args.memory_per_worker[-1]}"
+    connection = provider_connection(cluster, shape, events["provider"], total_cores, memory)
+    env = airflow_env(
+        home,
+        free_port(),
+        {
+            "AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT": connection,
+            "AIRFLOW__CORE__PARALLELISM": str(args.parallelism),
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(args.parallelism),
+            "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "64",
+            # Its own log-server ports: another Airflow on this machine must not make its components exit.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        },
+    )
+    return Standalone(home, env)
+
+
+def _wait_parsed(standalone: Standalone, dag_id: str, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not standalone.dag_ready(dag_id):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{dag_id} not parsed after {timeout_s:.0f} s")
+        time.sleep(1)
+
+
+def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], label: str) -> dict[str, Any]:
+    """Trigger one run per tables folder at once; wait until all have ended."""
+    stamp = int(time.time())
+    run_ids = [f"{label}-{i}-{stamp}" for i in range(len(tables))]
+    started = time.time()
+    triggers = [
+        threading.Thread(
+            target=standalone.cli,
+            args=("dags", "trigger", dag_id, "--run-id", rid, "--conf", json.dumps({"data_dir": str(t)})),
+        )
+        for rid, t in zip(run_ids, tables, strict=True)
+    ]
+    for t in triggers:
+        t.start()
+    for t in triggers:
+        t.join()
+    while True:
+        states = {rid: standalone.run_state(dag_id, rid) for rid in run_ids}
+        if all(s in ("success", "failed") for s in states.values()):
+            break
+        time.sleep(2)
+    return {
+        "started": started,
+        "ended": time.time(),
+        "states": states,
+        "ok": all(s == "success" for s in states.values()),
+    }
+
+
+def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str, Any]:
+    """Makespan and core-seconds of the applications that started inside [started, ended]."""
+    mine = [a for a in apps if a.start is not None and started <= a.start <= ended]
+    queued = [q for a in mine if (q := a.queued_s) is not None]
+    return {
+        "makespan_s": ended - started,
+        "applications": len(mine),
+        "reserved_core_s": sum(a.reserved_core_s for a in mine),
+        "used_core_s": sum(a.used_core_s for a in mine),
+        "queue_s": sum(queued),
+        "queue_median_s": statistics.median(queued) if queued else None,
+        "tasks": sum(a.tasks for a in mine),
+    }
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per policy, medians over repeats; and the provider against dynamic allocation."""
+    keys = ("makespan_s", "reserved_core_s", "used_core_s", "queue_s", "applications", "tasks")
+    out: dict[str, Any] = {
+        p: {k: statistics.median(r[k] for r in rs) for k in keys} | {"repeats": len(rs)} for p, rs in runs.items() if rs
+    }
+    if "provider" in out and "dynamic" in out:
+        out["reserved_ratio"] = out["dynamic"]["reserved_core_s"] / max(out["provider"]["reserved_core_s"], 1e-9)
+        out["makespan_ratio"] = out["dynamic"]["makespan_s"] / max(out["provider"]["makespan_s"], 1e-9)
+    return out
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        f"`{results['command']}`",
+        "",
+        "| repeat | policy | runs ok | makespan (s) | applications | reserved core-s | used core-s | used / reserved "
+        "| queued (s, sum) |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for policy, runs in results["runs"].items():
+        for i, r in enumerate(runs):
+            share = r["used_core_s"] / r["reserved_core_s"] if r["reserved_core_s"] else 0
+            lines.append(
+                f"| {i} | {policy} | {'yes' if r['ok'] else 'NO'} | {r['makespan_s']:.0f} | {r['applications']} | "
+                f"{r['reserved_core_s']:.0f} | {r['used_core_s']:.0f} | {share:.2f} | {r['queue_s']:.0f} |"
+            )
+    summary = results.get("summary") or {}
+    if "reserved_ratio" in summary:
+        lines += [
+            "",
+            f"Medians: dynamic allocation reserved {summary['reserved_ratio']:.2f}x the provider's core-seconds; "
+            f"its makespan was {summary['makespan_ratio']:.2f}x the provider's.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _write(out: Path, results: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "shared_cluster.json").write_text(json.dumps(results, indent=1, default=str))
+    (out / "shared_cluster.md").write_text(render(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

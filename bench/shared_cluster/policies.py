@@ -1,0 +1,119 @@
+"""The two ways K concurrent DAG runs use one standalone cluster.
+
+- ``dynamic``: what a team sets once and forgets. Every DAG task is its own application (a
+  ``spark-submit`` per stage, as a SparkSubmitOperator per task does), with Spark's dynamic allocation
+  (shuffle tracking, 0 to ``max_executors`` executors of a fixed shape) and AQE on with its defaults
+  (200 shuffle partitions, coalesced), as a DAG of BashOperators (generated here) wired like the example.
+
+Both run under the same ``airflow standalone`` (LocalExecutor), on the same cluster, one policy at a time.
+- ``provider``: the example DAG itself, cold: each pipelined
+  region one application sized by the provider from the bytes it consumes and the cluster's free capacity.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.compare.measure import event_log_conf
+from bench.compare.pipeline import STAGE_INPUTS, STAGES, parse_input
+
+REPO = Path(__file__).resolve().parents[2]
+STAGE_APP = REPO / "bench" / "compare" / "stage_app.py"
+PROVIDER_DAG_ID = "tpch_pipeline"
+DYNAMIC_DAG_ID = "tpch_dynamic_allocation"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The executors both policies may use (the provider's connection and the dynamic applications)."""
+
+    executor_cores: int = 1
+    executor_memory: str = "1g"
+    driver_memory: str = "1g"
+    max_executors: int = 4
+    """The dynamic policy's fixed cap per application."""
+
+
+def event_conf(events: Path) -> dict[str, str]:
+    """Plain JSON event logs (Spark 4 compresses and rolls them by default) in ``events``."""
+    return event_log_conf(events)
+
+
+def dynamic_conf(shape: Shape, events: Path) -> dict[str, str]:
+    return {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": "0",
+        "spark.dynamicAllocation.maxExecutors": str(shape.max_executors),
+        "spark.executor.cores": str(shape.executor_cores),
+        "spark.executor.memory": shape.executor_memory,
+        "spark.sql.adaptive.enabled": "true",
+        "spark.pyspark.python": sys.executable,
+        **event_conf(events),
+    }
+
+
+def spark_submit_argv(master: str, conf: Mapping[str, str], driver_memory: str, spec: Mapping[str, Any]) -> list[str]:
+    """The exact command the dynamic policy runs for one stage."""
+    from airflow_provider_finegrained.spark.submit import spark_submit_path
+
+    argv = [spark_submit_path(), "--master", master, "--deploy-mode", "client", "--driver-memory", driver_memory]
+    for key, value in sorted(conf.items()):
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, str(STAGE_APP), json.dumps(dict(spec))]
+
+
+def upstream_stages(stage: str) -> list[str]:
+    return [name for kind, name in map(parse_input, STAGE_INPUTS[stage].values()) if kind == "stage"]
+
+
+def dynamic_dag_text(master: str, shape: Shape, events: Path, out_root: Path) -> str:
+    """The baseline DAG: one BashOperator per stage running its spark-submit, wired like the example DAG."""
+    tasks = []
+    for stage in STAGES:
+        spec = {"tables": "{{ params.data_dir }}", "out": f"{out_root}/{{{{ run_id }}}}", "stages": [stage]}
+        argv = spark_submit_argv(master, dynamic_conf(shape, events), shape.driver_memory, spec)
+        tasks.append(f"    t[{stage!r}] = BashOperator(task_id={stage!r}, bash_command={shlex.join(argv)!r})")
+    edges = [f"    t[{up!r}] >> t[{stage!r}]" for stage in STAGES for up in upstream_stages(stage)]
+    return "\n".join(
+        [
+            '"""The shared-cluster baseline: a spark-submit per task, dynamic allocation and AQE (generated)."""',
+            "import pendulum",
+            "from airflow.providers.standard.operators.bash import BashOperator",
+            "from airflow.sdk import DAG",
+            "",
+            f"with DAG(dag_id={DYNAMIC_DAG_ID!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz='UTC'),"
+            " catchup=False, max_active_runs=64, params={'data_dir': ''}) as dag:",
+            "    t = {}",
+            *tasks,
+            *edges,
+            "",
+        ]
+    )
+
+
+def provider_connection(cluster: Any, shape: Shape, events: Path, total_cores: int, total_memory: str) -> str:
+    """The finegrained_spark connection of the provider's runs (cold regions on the standalone master)."""
+    return json.dumps(
+        {
+            "conn_type": "finegrained_spark",
+            "host": cluster.master_url,
+            "extra": {
+                "master_webui_url": cluster.webui_url,
+                "warm_pool": "off",
+                "total_cores": total_cores,
+                "total_memory": total_memory,
+                "executor_cores": shape.executor_cores,
+                "executor_memory": shape.executor_memory,
+                "driver_memory": shape.driver_memory,
+                "capacity_poll_interval": 1,
+                "spark_conf": {"spark.pyspark.python": sys.executable, **event_conf(events)},
+            },
+        }
+    )

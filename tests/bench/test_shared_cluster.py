@@ -1,0 +1,94 @@
+"""The shared-cluster benchmark's parts that need no cluster: event-log accounting, the baseline DAG, the window."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.compare.pipeline import STAGES
+from bench.shared_cluster.__main__ import measure, summarize
+from bench.shared_cluster.events import AppUsage, parse_events, read_apps
+from bench.shared_cluster.policies import DYNAMIC_DAG_ID, Shape, dynamic_dag_text, upstream_stages
+
+
+def _event(kind: str, t: float, **fields: Any) -> str:
+    return json.dumps({"Event": f"SparkListener{kind}", "Timestamp": int(t * 1000), **fields})
+
+
+def _task(launch: float, finish: float) -> str:
+    info = {"Launch Time": int(launch * 1000), "Finish Time": int(finish * 1000)}
+    return json.dumps({"Event": "SparkListenerTaskEnd", "Task Info": info})
+
+
+def _app(task_cpus: int = 1) -> list[str]:
+    # Starts at 100; executor 1 (2 cores) from 103 to 113; executor 2 (1 core) from 105 to the end at 120.
+    return [
+        _event("ApplicationStart", 100, **{"App ID": "app-1", "App Name": "q3"}),
+        json.dumps(
+            {"Event": "SparkListenerEnvironmentUpdate", "Spark Properties": {"spark.task.cpus": str(task_cpus)}}
+        ),
+        _event("ExecutorAdded", 103, **{"Executor ID": "1", "Executor Info": {"Total Cores": 2}}),
+        _event("ExecutorAdded", 105, **{"Executor ID": "2", "Executor Info": {"Total Cores": 1}}),
+        _task(104, 106),
+        _task(105, 109),
+        _event("ExecutorRemoved", 113, **{"Executor ID": "1"}),
+        _event("ApplicationEnd", 120),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("task_cpus", "reserved", "used"),
+    [
+        (1, 10 * 2 + 15 * 1, 2 + 4),  # by hand: lifetimes x cores; task run times x 1 cpu
+        (2, 10 * 2 + 15 * 1, (2 + 4) * 2),
+    ],
+)
+def test_core_seconds_and_queueing_from_an_event_log(task_cpus: int, reserved: float, used: float) -> None:
+    app = parse_events(_app(task_cpus))
+    assert (app.app_id, app.name, app.tasks) == ("app-1", "q3", 2)
+    assert app.reserved_core_s == pytest.approx(reserved)
+    assert app.used_core_s == pytest.approx(used)
+    assert app.queued_s == pytest.approx(3.0)
+
+
+def test_an_application_that_never_got_an_executor_reserved_nothing_and_has_no_queue_time() -> None:
+    app = parse_events([_event("ApplicationStart", 10, **{"App ID": "a"}), "", _event("ApplicationEnd", 70)])
+    assert (app.reserved_core_s, app.used_core_s, app.queued_s) == (0.0, 0.0, None)
+
+
+def test_only_applications_started_inside_the_policy_s_window_count() -> None:
+    inside, before = parse_events(_app()), AppUsage(app_id="old", start=50.0, end=60.0)
+    result = measure([inside, before], started=99.0, ended=130.0)
+    assert (result["applications"], result["makespan_s"], result["reserved_core_s"]) == (1, 31.0, 35.0)
+    summary = summarize({"dynamic": [result | {"reserved_core_s": 70.0}], "provider": [result]})
+    assert summary["reserved_ratio"] == pytest.approx(2.0)
+
+
+def test_the_baseline_dag_runs_one_spark_submit_per_stage_with_dynamic_allocation(tmp_path: Path) -> None:
+    text = dynamic_dag_text("spark://127.0.0.1:7077", Shape(max_executors=3), tmp_path / "ev", tmp_path / "out")
+    compile(text, "tpch_dynamic.py", "exec")
+    assert f"dag_id={DYNAMIC_DAG_ID!r}" in text
+    assert text.count("BashOperator(task_id=") == len(STAGES)
+    assert "spark.dynamicAllocation.maxExecutors=3" in text
+    assert "spark.dynamicAllocation.shuffleTracking.enabled=true" in text
+    assert "--master spark://127.0.0.1:7077" in text
+    for stage in STAGES:
+        for up in upstream_stages(stage):
+            assert f"t[{up!r}] >> t[{stage!r}]" in text
+    assert upstream_stages("q3_join") == ["customer_orders", "lineitem_projected"]
+
+
+def test_event_logs_are_read_from_plain_files_and_rolling_log_folders(tmp_path: Path) -> None:
+    (tmp_path / "app-1").write_text("\n".join(_app()))
+    rolling = tmp_path / "eventlog_v2_app-2"
+    rolling.mkdir()
+    lines = _app()
+    (rolling / "events_1_app-2").write_text("\n".join(lines[:4]) + "\n")
+    (rolling / "events_2_app-2").write_text("\n".join(lines[4:]) + "\n")
+    (tmp_path / "app-3.inprogress").write_text(lines[0])
+    apps = read_apps(tmp_path)
+    assert [a.reserved_core_s for a in apps] == [35.0, 35.0]
+    assert [a.tasks for a in apps] == [2, 2]
