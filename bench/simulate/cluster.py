@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_provider_finegrained.planning import parse_bytes
 from airflow_provider_finegrained.planning.sizing import RESERVED_MEMORY, SPARK_DEFAULT_MEMORY_FRACTION
@@ -80,28 +81,36 @@ class Cluster:
         self.spec = spec
         self.free = spec.total_executors
         self._grant = grant
-        self._waiting: deque[list[object]] = deque()  # [owner, executors still wanted]
+        self._waiting: deque[list[Any]] = deque()  # [owner, executors still wanted]; 0 once cancelled
+        self._by_owner: dict[int, list[list[Any]]] = {}
+        self._open = 0  # waiting entries not yet served or cancelled
 
     def request(self, owner: object, executors: int) -> None:
         """Ask for ``executors``; granted now as far as places are free, the rest as they free up."""
         if executors <= 0:
             return
-        self._waiting.append([owner, executors])
+        entry = [owner, executors]
+        self._waiting.append(entry)
+        self._by_owner.setdefault(id(owner), []).append(entry)
+        self._open += 1
         self._serve()
 
     def hold(self, executors: int) -> None:
         """Take free places for an owner that will use them later (the provider's reservation ledger)."""
-        if executors < 0 or executors > self.free or self._waiting:
-            raise ValueError(
-                f"cannot hold {executors} executor(s): {self.free} free, {len(self._waiting)} request(s) waiting"
-            )
+        if executors < 0 or executors > self.free or self._open:
+            raise ValueError(f"cannot hold {executors} executor(s): {self.free} free, {self._open} request(s) waiting")
         self.free -= executors
 
     def cancel(self, owner: object) -> int:
         """Withdraw the owner's waiting requests; returns how many executors it no longer waits for."""
-        dropped = sum(int(w[1]) for w in self._waiting if w[0] is owner)  # type: ignore[call-overload]
-        if dropped:
-            self._waiting = deque(w for w in self._waiting if w[0] is not owner)
+        dropped = 0
+        # Cancelled entries stay in the queue with nothing wanted and are skipped when served: a
+        # cancellation costs the owner's entries, not the whole queue.
+        for entry in self._by_owner.pop(id(owner), ()):
+            if entry[1]:
+                dropped += entry[1]
+                entry[1] = 0
+                self._open -= 1
         return dropped
 
     def release(self, executors: int) -> None:
@@ -112,16 +121,27 @@ class Cluster:
 
     @property
     def waiting(self) -> int:
-        return len(self._waiting)
+        """Requests still waiting (in part or in full)."""
+        return self._open
 
     def _serve(self) -> None:
         while self._waiting and self.free:
             head = self._waiting[0]
-            owner, wanted = head[0], int(head[1])  # type: ignore[call-overload]
+            owner, wanted = head[0], head[1]
+            if not wanted:  # cancelled
+                self._waiting.popleft()
+                continue
             given = min(wanted, self.free)
             self.free -= given
             if given == wanted:
                 self._waiting.popleft()
+                head[1] = 0
+                self._open -= 1
+                entries = self._by_owner.get(id(owner))
+                if entries is not None:
+                    entries.remove(head)
+                    if not entries:
+                        del self._by_owner[id(owner)]
             else:
                 head[1] = wanted - given
             self._grant(owner, given)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -220,7 +220,7 @@ class Simulation:
         self.cluster = Cluster(cluster, self._granted)
         self.metrics = Metrics(policy.name, cluster.total_cores, cluster.executor_cores)
         self.spe = cluster.executor_cores  # one core per task
-        self.waiting_regions: list[tuple[_Run, str]] = []
+        self.waiting_regions: deque[tuple[_Run, str]] = deque()
         self.profile = ClusterProfile(
             total_cores=cluster.total_cores,
             total_memory=cluster.nodes * cluster.node_memory,
@@ -446,7 +446,7 @@ class Simulation:
             state, region = self.waiting_regions[0]
             if not self._launch_region(state, region, retry=True):
                 return
-            self.waiting_regions.pop(0)
+            self.waiting_regions.popleft()
 
     # --- executors and tasks ---------------------------------------------------------------------------
 
