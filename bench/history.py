@@ -73,11 +73,14 @@ def swept(scale: str) -> dict[str, dict[str, Any]]:
     if scale not in data:
         return {}
     candidates = data[scale]["candidates"]
+    chosen = data[scale].get("best", {})
     out: dict[str, dict[str, Any]] = {}
     for stage in STAGES:
         times = {int(p): statistics.median(t[stage]) for p, t in candidates.items() if stage in t}
-        best = min(times, key=lambda p: times[p])
-        near = sorted(p for p, s in times.items() if s <= times[best] * (1 + NEAR_BEST))
+        fastest = min(times, key=lambda p: times[p])
+        # The sweep's own choice (a forward pair shares its consumer's), else the fastest candidate.
+        best = int(chosen.get(stage, fastest))
+        near = sorted({best} | {p for p, s in times.items() if s <= times[fastest] * (1 + NEAR_BEST)})
         out[stage] = {"best": best, "near_best": near, "best_s": times[best]}
     return out
 
@@ -102,14 +105,19 @@ def row(stage: str, record: dict[str, Any], sweep: dict[str, Any] | None) -> dic
         "stage_s": record.get("stage_s"),
         "shuffling": shuffled,
     }
+    return with_sweep(out, sweep)
+
+
+def with_sweep(stage: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str, Any]:
+    """``stage``'s row with the swept best at its scale and whether its parallelism is within 25% of it."""
     if sweep:
-        out.update(
+        stage.update(
             swept_best=sweep["best"],
             near_best=sweep["near_best"],
-            within_25pct_of_best=within(record["parallelism"], sweep["best"]),
-            within_25pct_of_near_best=any(within(record["parallelism"], p) for p in sweep["near_best"]),
+            within_25pct_of_best=within(stage["parallelism"], sweep["best"]),
+            within_25pct_of_near_best=any(within(stage["parallelism"], p) for p in sweep["near_best"]),
         )
-    return out
+    return stage
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,7 +127,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--report-only", action="store_true", help="rewrite history.md from history.json")
     args = parser.parse_args(argv)
+    if args.report_only:
+        doc = json.loads((args.results / "history.json").read_text())
+        for run in doc["runs"]:  # the sweep's verdicts again, as this version of the harness reads them
+            sweep = swept(run["scale"])
+            run["stages"] = [with_sweep(stage, sweep.get(stage["stage"])) for stage in run["stages"]]
+        (args.results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (args.results / "history.md").write_text(markdown(doc))
+        return 0
     command = "python -m bench.history " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
     work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-history-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -175,6 +192,34 @@ def _verdict(stage: dict[str, Any]) -> str:
     return "near-best only" if stage["within_25pct_of_near_best"] else "no"
 
 
+def side_by_side(runs: list[dict[str, Any]]) -> list[str]:
+    """The last scale's corrected run against its uncorrected run, per stage (needs both)."""
+    if len(runs) < 2 or runs[-1]["scale"] != runs[-2]["scale"]:
+        return []
+    corrected = {s["stage"]: s for s in runs[-2]["stages"]}
+    plain = {s["stage"]: s for s in runs[-1]["stages"]}
+    lines = [
+        f"## SF {runs[-1]['scale']}: run {runs[-2]['run']} (history applied) against run {runs[-1]['run']} "
+        "(uncorrected)",
+        "",
+        "| stage | shuffles | P learned | P uncorrected | swept best (near-best) | learned within 25% | rule "
+        "| spill MB learned / uncorrected | stage s learned / uncorrected |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for stage, c in corrected.items():
+        u = plain.get(stage)
+        if u is None:
+            continue
+        best = f"{c['swept_best']} ({', '.join(map(str, c['near_best']))})" if "swept_best" in c else "-"
+        lines.append(
+            f"| {stage} | {'yes' if c['shuffling'] or u['shuffling'] else 'no'} | {c['parallelism']} "
+            f"| {u['parallelism']} | {best} | {_verdict(c)} | {'learned' if c['corrected'] else 'bytes'} "
+            f"| {_mb(c['spill_bytes'])} / {_mb(u['spill_bytes'])} "
+            f"| {_seconds(c['stage_s'])} / {_seconds(u['stage_s'])} |"
+        )
+    return [*lines, ""]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Estimates corrected by history: TPC-H in sequence at growing scales",
@@ -182,6 +227,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Command: `{doc['command']}` (N = history_min_runs = {doc['min_runs']}; every figure is one run).",
         "",
     ]
+    lines += side_by_side(doc["runs"])
     for run in doc["runs"]:
         lines += [
             f"## Run {run['run']}: SF {run['scale']}, {run['variant']} ({run['pipeline_s']:.1f} s pipeline)",
