@@ -7,14 +7,14 @@ chunks by size, largest first, and fills tasks next-fit, counting ``openCostInBy
 A parquet chunk reads the row groups whose midpoint lies in it, so a file written as one large row
 group is read by one task however it is split.
 
-The provider does not reorder files; it sets the three scan settings from the measured sizes, so that
+The provider does not reorder files; it sets two scan settings from the measured sizes, so that
 Spark's own packing gives even tasks, and asks producers for row groups small enough to split:
 
 - ``maxPartitionBytes`` = the stage's bytes over its decided parallelism (a large file is cut in
   chunks of that size, small files fill up to it);
 - ``openCostInBytes`` at most 1/8 of the median file and 1/32 of the split (Spark's 4 MiB makes a task
   of small files look full long before it is: its data would shrink by the open costs it counts);
-- ``minPartitionNum`` = the parallelism, so the split does not shrink to the total over the cores.
+- ``minPartitionNum`` stays Spark's default, the cores (it applies to every scan of the stage alike).
 
 :func:`simulate_scan_tasks` replays Spark's packing, so the decision carries the predicted bytes of
 every task and their max/median. Pure: no Spark import.
@@ -51,7 +51,8 @@ class InputBalance:
 
     max_partition_bytes: int
     open_cost_bytes: int
-    min_partition_num: int
+    cores: int
+    """Spark's default ``minPartitionNum`` (the application's cores), which the prediction assumes."""
     row_group_bytes: int
     """The row-group size the prediction assumes for the scanned files (the producers' write option)."""
     file_count: int
@@ -73,7 +74,6 @@ class InputBalance:
         return {
             "spark.sql.files.maxPartitionBytes": str(self.max_partition_bytes),
             "spark.sql.files.openCostInBytes": str(self.open_cost_bytes),
-            "spark.sql.files.minPartitionNum": str(self.min_partition_num),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,7 +134,8 @@ def decide_balance(
 
     ``row_group_bytes``: the row-group size the files were written with; None: what the provider's
     producers write for a consumer of this split (:func:`producer_row_group_bytes`). ``cores``: the
-    application's cores, Spark's default ``minPartitionNum`` (for the prediction with Spark's defaults).
+    application's cores, Spark's default ``minPartitionNum`` (None: 1); Spark cuts a scan below the
+    split when its bytes over the cores are smaller.
     """
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
@@ -152,14 +153,14 @@ def decide_balance(
     open_cost = max(
         1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
     )
-    # Enough partitions that bytesPerCore stays at or above the split (Spark would otherwise cut below it),
-    # at most the parallelism.
-    min_partitions = max(1, min(parallelism, (total + len(sizes) * open_cost) // split))
+    # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
+    # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
+    cores = max(1, cores or 1)
     tasks = simulate_scan_tasks(
         sizes,
         max_partition_bytes=split,
         open_cost_bytes=open_cost,
-        min_partition_num=min_partitions,
+        min_partition_num=cores,
         row_group_bytes=row_group_bytes,
     )
     largest = max(sizes)
@@ -182,7 +183,7 @@ def decide_balance(
     return InputBalance(
         max_partition_bytes=split,
         open_cost_bytes=open_cost,
-        min_partition_num=min_partitions,
+        cores=cores,
         row_group_bytes=row_group_bytes,
         file_count=len(sizes),
         file_bytes=(min(sizes), median, largest),
@@ -192,7 +193,7 @@ def decide_balance(
                 sizes,
                 max_partition_bytes=SPARK_MAX_PARTITION_BYTES,
                 open_cost_bytes=SPARK_OPEN_COST_BYTES,
-                min_partition_num=cores or parallelism,
+                min_partition_num=cores,
                 row_group_bytes=PARQUET_ROW_GROUP_BYTES,
             )
         ),

@@ -72,7 +72,7 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
     ("files", "parallelism", "kwargs", "expected"),
     [
         # one 64M file over 4 tasks: split 16M, row groups 16M / 4 = 4M, open min(4M, 64M/8, 16M/32) = 0.5M;
-        # minPartitionNum min(4, (64M + 0.5M) // 16M) = 4; four chunks of 16M, four row groups each.
+        # bytesPerCore (64M + 0.5M) / 2 cores is above the split; four chunks of 16M, four row groups each.
         # Spark's defaults (2 cores): split min(128M, (64M + 4M) / 2 = 34M), one 128M row group -> [64M, 0]
         (
             [64 * M],
@@ -81,14 +81,14 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
             {
                 "split": 16 * M,
                 "open": M // 2,
-                "min_partitions": 4,
+                "cores": 2,
                 "row_group": 4 * M,
                 "tasks": [16 * M] * 4,
                 "default_tasks": [64 * M, 0],
             },
         ),
         # one file 20x the median: 40M + 19 x 2M = 78M over 8: split 9.75M, open min(4M, 2M/8, 9.75M/32) = 256K,
-        # minPartitionNum min(8, (78M + 20 x 256K) // 9.75M = 8) = 8. The 40M file in chunks 9.75M x 4 + 1M;
+        # bytesPerCore (78M + 20 x 256K) / 8 cores = 10.375M is above the split. The 40M file in chunks 9.75M x 4 + 1M;
         # 2M row groups (midpoints 1, 3, ..., 39) give them 10, 10, 10, 8 and 2M. The 2M files pack four to a
         # task (4 x 2.25M = 9M, a fifth would reach 11.25M); the last three take the 1M chunk (data 6M + 2M).
         (
@@ -98,7 +98,6 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
             {
                 "split": 78 * M // 8,
                 "open": 256 * K,
-                "min_partitions": 8,
                 "row_group": 2 * M,
                 "tasks": [10 * M, 10 * M, 10 * M, 8 * M] + [8 * M] * 5,
             },
@@ -113,19 +112,16 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
             {
                 "split": 2_560_000,
                 "open": 1280,
-                "min_partitions": 4,
                 "tasks": [222 * 10 * K] * 4 + [112 * 10 * K],
                 "default_tasks": [32 * 10 * K] * 31 + [8 * 10 * K],
             },
         ),
-        # fewer bytes than 1M per task: the split stays 1M, minPartitionNum drops to (3M + 3 x 32K) // 1M = 3 so
-        # Spark does not cut below it; each 1M file alone (1M + 32K + 1M > 1M).
-        (
-            [M, M, M],
-            8,
-            {},
-            {"split": M, "open": 32 * K, "min_partitions": 3, "row_group": M, "tasks": [M, M, M]},
-        ),
+        # fewer bytes than 1M per task: the split stays 1M (one core: bytesPerCore 3M + 96K is above it);
+        # each 1M file alone (1M + 32K + 1M > 1M).
+        ([M, M, M], 8, {}, {"split": M, "open": 32 * K, "row_group": M, "tasks": [M, M, M]}),
+        # more cores than the split asks for: Spark cuts at bytesPerCore (8M + 256K) / 4 = 2.0625M, below the 8M
+        # split; row groups of 8M / 4 = 2M (midpoints 1, 3, 5, 7) give each of the four chunks one.
+        ([8 * M], 1, {"cores": 4}, {"split": 8 * M, "open": 256 * K, "row_group": 2 * M, "tasks": [2 * M] * 4}),
         # a file written as one 128M row group cannot be cut: one split of 16M reads it all
         (
             [64 * M],
@@ -145,7 +141,7 @@ def test_decide_balance_table(
     got = {
         "split": balance.max_partition_bytes,
         "open": balance.open_cost_bytes,
-        "min_partitions": balance.min_partition_num,
+        "cores": balance.cores,
         "row_group": balance.row_group_bytes,
         "tasks": list(balance.task_bytes),
         "default_tasks": list(balance.default_task_bytes),
@@ -155,7 +151,6 @@ def test_decide_balance_table(
     assert conf == {
         "spark.sql.files.maxPartitionBytes": str(balance.max_partition_bytes),
         "spark.sql.files.openCostInBytes": str(balance.open_cost_bytes),
-        "spark.sql.files.minPartitionNum": str(balance.min_partition_num),
     }
 
 
@@ -220,7 +215,6 @@ def test_size_region_sets_the_balance_and_says_so() -> None:
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.files.maxPartitionBytes": str(78 * M // 8),
         "spark.sql.files.openCostInBytes": str(256 * K),
-        "spark.sql.files.minPartitionNum": "8",
     }
     assert skewed.input_balance is not None and skewed.input_balance["predicted_max_over_median"] <= 2
     assert any(n.startswith("input balance: 20 files split at") for n in skewed.notes)
