@@ -114,6 +114,9 @@ class Metrics:
             "runs": len(self.arrivals),
             "makespan_s": round(makespan, 3),
             "throughput_runs_per_h": round(len(self.arrivals) / makespan * 3600, 3) if makespan else None,
+            # How long until most runs were done: a few long runs can set the makespan alone.
+            "finish_p95_s": round(_pct(sorted(self.finishes), 95) - start, 3),
+            "finish_p99_s": round(_pct(sorted(self.finishes), 99) - start, 3),
             "queue_s": {"mean": round(sum(queue) / len(queue), 3), "p50": _pct(queue, 50), "p95": _pct(queue, 95)},
             "run_latency_s": {
                 "mean": round(sum(latency) / len(latency), 3),
