@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     warm = [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm"]
     standalone_s = 0.0
     try:
-        standalone_s = standalone.start()
+        standalone_s = standalone.start(timeout_s=900)  # minutes on a loaded 2-core machine
         log(f"airflow standalone ready in {standalone_s:.0f} s")
         began = time.monotonic()
         subprocess.run([*warm, "start"], env=env, check=True, capture_output=True, timeout=300)
