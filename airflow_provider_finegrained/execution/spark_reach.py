@@ -8,8 +8,8 @@ AQE's are read when a query is planned, not when a DataFrame is built). A stage 
 and its in-region consumers read the persisted result.
 
 So that a lazy producer's decision still reaches Spark, the stage whose jobs run its plan (``runs_in``)
-takes the producer's file-scan settings (``spark.sql.files.*``: split size, open cost, minimum partitions,
-balanced from the producer's measured files) when it scans no files of its own: the only file scans in
+takes the producer's file-scan settings (``spark.sql.files.*``: split size and open cost, balanced from
+the producer's measured files) when it scans no files of its own: the only file scans in
 its query are the producer's. Its shuffle partitions stay its own; on a forward edge (both of the TPC-H
 example's pipelined edges) producer and consumer share one decided parallelism by construction, and
 otherwise the trace names both numbers.
