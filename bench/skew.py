@@ -1,0 +1,392 @@
+"""Benchmark: a consumer stage over skewed input, with Spark's defaults, the provider's sizing, and its balance.
+
+The data set: a fact table whose join keys follow a Zipf law (exponent ``ZIPF_S``: the hottest key holds
+about 56% of the rows), written as ``FILES`` parquet files of which one holds ``BIG_FILE_SHARE`` of the rows
+(34x the median file), and a dimension table. The consumer stage joins them on the key (broadcast joins
+off, as for a dimension too large to broadcast), aggregates per dimension group, and writes the result.
+
+Three variants run side by side in ONE warm ``local[2]`` session, in alternating order, ``--reps`` times:
+
+- ``spark-defaults``: 200 shuffle partitions, AQE on with Spark's defaults, 128 MiB splits, 4 MiB open
+  cost, upstream written with parquet's 128 MiB row groups;
+- ``sizing``: the provider without the balance (``size_region`` without the file sizes: shuffle partitions
+  and ``maxPartitionBytes`` from bytes / parallelism; AQE towards ``avg_bytes_per_task``, Spark's skew
+  thresholds), upstream written with parquet's default row groups;
+- ``balance``: the provider with the balance (``size_region`` with the measured file sizes: split, open
+  cost, ``minPartitionNum``; AQE with the skew-join thresholds of ``adaptive_conf``), upstream written with
+  the producer's ``write_options`` (row groups for its consumers' splits).
+
+Per run, from Spark's REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``): the fact
+scan's task input (``inputMetrics.recordsRead``: Spark's ``bytesRead`` counts little of a parquet read in
+this setup, and the rows are all about the same size) and the join stage's task shuffle-read bytes (local +
+remote), as max/median; and the stage's wall time. Also the 1-minute load average (the machine is shared).
+
+Usage::
+
+    .venv/bin/python bench/skew.py [--reps 3] [--rows 1500000]
+    .venv/bin/python bench/skew.py --rerender bench/results/skew.json
+
+Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
+from airflow_provider_finegrained.planning import (
+    ClusterProfile,
+    ConsumedResult,
+    ParallelismConfig,
+    StageDemand,
+    decide_parallelism,
+    size_region,
+)
+from airflow_provider_finegrained.planning.balance import spread
+
+MIB = 2**20
+FILES = 24
+BIG_FILE_SHARE = 0.6
+ZIPF_S = 2.2
+KEYS = 50_000
+DIM_FILES = 4
+AVG_BYTES_PER_TASK = 8 * MIB
+VARIANTS = ("spark-defaults", "sizing", "balance")
+RESULTS = Path(__file__).resolve().parent / "results"
+SKEW_KEYS = (
+    "spark.sql.adaptive.skewJoin.enabled",
+    "spark.sql.adaptive.skewJoin.skewedPartitionFactor",
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes",
+)
+SPARK_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "200",
+    "spark.sql.files.maxPartitionBytes": str(128 * MIB),
+    "spark.sql.files.openCostInBytes": str(4 * MIB),
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "true",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(64 * MIB),
+    "spark.sql.adaptive.skewJoin.enabled": "true",
+    "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "5",
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": str(256 * MIB),
+}
+RESETS = ("spark.sql.files.minPartitionNum",)
+
+
+def build_session(tmp: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("skew_bench")
+        .config("spark.driver.memory", "2g")
+        .config("spark.local.dir", str(tmp / "spark-local"))
+        .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
+        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.port", "0")
+        .config("spark.ui.retainedTasks", "1000000")
+        .getOrCreate()
+    )
+
+
+def write_fact(spark: Any, path: Path, rows: int, options: dict[str, str]) -> None:
+    """FILES part files, the first with BIG_FILE_SHARE of the rows; Zipf keys, incompressible payload."""
+    from pyspark.sql import functions as F
+
+    # FILES equal partitions, the rows of the first repeated so it holds BIG_FILE_SHARE of them (all in the JVM;
+    # explode keeps each partition, so each stays one file).
+    repeat = round(BIG_FILE_SHARE * (FILES - 1) / (1 - BIG_FILE_SHARE))
+    per_file = rows // (FILES - 1 + repeat)
+    df = spark.range(0, per_file * FILES, 1, FILES)
+    times = F.when(F.spark_partition_id() == 0, F.lit(repeat)).otherwise(F.lit(1))
+    df = df.select(F.explode(F.sequence(F.lit(1), times)).alias("copy"), "id")
+    df = df.select((F.col("id") * repeat + F.col("copy")).alias("id"))
+    u = F.rand(seed=7)
+    key = F.least(F.floor(F.pow(F.lit(1.0) - u, F.lit(-1.0 / (ZIPF_S - 1)))), F.lit(KEYS)).cast("long")
+    df = df.select(
+        key.alias("key"),
+        (F.rand(seed=11) * 100).alias("value"),
+        F.sha2(F.col("id").cast("string"), 256).alias("payload"),
+    )
+    df.write.options(**options).mode("overwrite").parquet(str(path))
+
+
+def write_dim(spark: Any, path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    dim = spark.range(1, KEYS + 1, 1, DIM_FILES).select(
+        F.col("id").alias("key"), (F.col("id") % 100).alias("grp"), F.md5(F.col("id").cast("string")).alias("name")
+    )
+    dim.write.mode("overwrite").parquet(str(path))
+
+
+def file_sizes(path: Path) -> list[int]:
+    return sorted((p.stat().st_size for p in path.glob("*.parquet")), reverse=True)
+
+
+def consumer(spark: Any, fact: Path, dim: Path, out: Path) -> None:
+    from pyspark.sql import functions as F
+
+    f = spark.read.parquet(str(fact)).select("key", "value", F.length("payload").alias("plen"))
+    d = spark.read.parquet(str(dim))
+    joined = f.join(d, "key")
+    result = joined.groupBy("grp").agg(F.sum("value").alias("v"), F.sum("plen").alias("p"), F.count("*").alias("n"))
+    result.write.mode("overwrite").parquet(str(out))
+
+
+def decided_conf(variant: str, files: list[int], dim_files: list[int]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The session settings of a variant, through the provider's planning code, and the balance record."""
+    if variant == "spark-defaults":
+        return dict(SPARK_DEFAULTS), {}
+    config = ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)
+    consumed = [ConsumedResult(files), ConsumedResult(dim_files)]
+    parallelism = decide_parallelism(consumed, config)
+    scanned = tuple(files + dim_files) if variant == "balance" else ()
+    profile = ClusterProfile(total_cores=2, total_memory=4 * 2**30, executor_memory=2 * 2**30, local=True)
+    sizing = size_region(
+        [StageDemand("consumer", parallelism, consumed_bytes=sum(files) + sum(dim_files), input_file_bytes=scanned)],
+        profile,
+    ).stages["consumer"]
+    aqe = adaptive_conf(True, config)
+    if variant == "sizing":  # the provider before the balance: Spark's skew thresholds
+        aqe = {k: v for k, v in aqe.items() if k not in SKEW_KEYS}
+        aqe.update({k: SPARK_DEFAULTS[k] for k in SKEW_KEYS})
+    conf = {**sizing.session_conf(), **aqe, "spark.sql.files.openCostInBytes": str(4 * MIB)}
+    if sizing.balance:
+        conf.update(sizing.balance.session_conf())
+    return conf, {"parallelism": sizing.parallelism, "input_balance": dict(sizing.input_balance or {})}
+
+
+def rest(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def stage_tasks(spark: Any, group: str) -> dict[str, Any]:
+    """The fact scan's and the join stage's task bytes, and every stage's duration, from Spark's REST API."""
+    sc = spark.sparkContext
+    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
+    jobs = [j for j in rest(f"{base}/jobs") if j.get("jobGroup") == group]
+    stage_ids = sorted({s for j in jobs for s in j["stageIds"]})
+    stages = []
+    for sid in stage_ids:
+        for attempt in rest(f"{base}/stages/{sid}"):
+            if attempt["status"] != "COMPLETE":
+                continue
+            tasks = rest(f"{base}/stages/{sid}/{attempt['attemptId']}/taskList?offset=0&length=100000")
+            done = [t for t in tasks if t["status"] == "SUCCESS"]
+            stages.append(
+                {
+                    "id": sid,
+                    "name": attempt["name"],
+                    "tasks": len(done),
+                    "input": [t["taskMetrics"]["inputMetrics"]["bytesRead"] for t in done],
+                    "records": [t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in done],
+                    "shuffle": [
+                        t["taskMetrics"]["shuffleReadMetrics"]["localBytesRead"]
+                        + t["taskMetrics"]["shuffleReadMetrics"]["remoteBytesRead"]
+                        for t in done
+                    ],
+                    "seconds": sum(t["duration"] for t in done) / 1000,
+                }
+            )
+    # Spark's bytesRead counts little of a parquet read here (footers; FIELD-NOTES), so a scan task's input
+    # is its recordsRead: the fact rows are all about the same size.
+    scan = max(stages, key=lambda s: sum(s["records"]))
+    join = max(stages, key=lambda s: sum(s["shuffle"]))
+    return {
+        "scan": _summary(scan["records"]),
+        "scan_bytes_read": _summary(scan["input"]),
+        "join": _summary(join["shuffle"]),
+        "scan_tasks": scan["tasks"],
+        "join_tasks": join["tasks"],
+        "stages": [{k: s[k] for k in ("id", "name", "tasks", "seconds")} for s in stages],
+    }
+
+
+def _summary(values: list[int]) -> dict[str, Any]:
+    ordered = sorted(values)
+    return {
+        "tasks": len(values),
+        "max": ordered[-1] if ordered else 0,
+        "median": statistics.median(ordered) if ordered else 0,
+        "max_over_median": round(spread(ordered), 2),
+    }
+
+
+def apply(spark: Any, conf: dict[str, str]) -> None:
+    for key in RESETS:
+        spark.conf.unset(key)
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=1_500_000)
+    parser.add_argument("--rerender", type=Path, help="rewrite the summary and markdown of a results JSON")
+    args = parser.parse_args(argv)
+    if args.rerender:
+        result = json.loads(args.rerender.read_text())
+        result["summary"] = summarize(result["runs"])
+        args.rerender.write_text(json.dumps(result, indent=2) + "\n")
+        args.rerender.with_suffix(".md").write_text(render(result))
+        return 0
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="skew-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        spark = build_session(tmp)
+        spark.sparkContext.setLogLevel("ERROR")
+        producer_options = write_options("parquet", [ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)])
+        upstream = {"default": tmp / "fact-default", "balance": tmp / "fact-balance"}
+        write_fact(spark, upstream["default"], args.rows, {})
+        write_fact(spark, upstream["balance"], args.rows, producer_options)
+        dim = tmp / "dim"
+        write_dim(spark, dim)
+        dim_files = file_sizes(dim)
+        data: dict[str, Any] = {}
+        for name, path in upstream.items():
+            sizes = file_sizes(path)
+            data[name] = {
+                "files": len(sizes),
+                "largest": sizes[0],
+                "median": statistics.median(sizes),
+                "largest_over_median": round(sizes[0] / statistics.median(sizes), 1),
+                "total": sum(sizes),
+            }
+        runs: list[dict[str, Any]] = []
+        order = list(VARIANTS)
+        for rep in range(-1, args.reps):  # rep -1 warms the JVM and is not counted
+            for variant in order:
+                fact = upstream["balance" if variant == "balance" else "default"]
+                conf, decided = decided_conf(variant, file_sizes(fact), dim_files)
+                apply(spark, conf)
+                group = f"{variant}-{rep}"
+                spark.sparkContext.setJobGroup(group, group)
+                load = os.getloadavg()[0]
+                t0 = time.perf_counter()
+                consumer(spark, fact, dim, tmp / f"out-{group}")
+                seconds = time.perf_counter() - t0
+                metrics = stage_tasks(spark, group)
+                print(
+                    f"rep {rep} {variant:15s} {seconds:6.2f}s  scan max/med {metrics['scan']['max_over_median']:5}"
+                    f" ({metrics['scan_tasks']} tasks)  join max/med {metrics['join']['max_over_median']:5}"
+                    f" ({metrics['join_tasks']} tasks)  load {load:.1f}",
+                    flush=True,
+                )
+                if rep >= 0:
+                    runs.append(
+                        {"rep": rep, "variant": variant, "seconds": round(seconds, 3), "load_1m": load, **metrics}
+                        | {"conf": conf, **decided}
+                    )
+            order = order[1:] + order[:1]  # each variant takes every position in turn
+        spark.stop()
+    summary = summarize(runs)
+    result = {
+        "meta": {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": "python bench/skew.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "machine": f"{os.cpu_count()} cores, {platform.platform()}",
+            "rows": args.rows,
+            "reps": args.reps,
+            "zipf_s": ZIPF_S,
+            "files": FILES,
+            "big_file_share": BIG_FILE_SHARE,
+            "avg_bytes_per_task": AVG_BYTES_PER_TASK,
+            "producer_write_options": producer_options,
+            "wall_s": round(time.time() - started, 1),
+        },
+        "data": data,
+        "summary": summary,
+        "runs": runs,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "skew.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "skew.md").write_text(render(result))
+    print(render(result))
+    return 0
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for variant in VARIANTS:
+        mine = [r for r in runs if r["variant"] == variant]
+        out[variant] = {
+            "seconds": round(statistics.median(r["seconds"] for r in mine), 2),
+            "scan_max_over_median": statistics.median(r["scan"]["max_over_median"] for r in mine),
+            "join_max_over_median": statistics.median(r["join"]["max_over_median"] for r in mine),
+            "scan_tasks": statistics.median(r["scan_tasks"] for r in mine),
+            "join_tasks": statistics.median(r["join_tasks"] for r in mine),
+            "load_1m": round(statistics.median(r["load_1m"] for r in mine), 2),
+            "seconds_range": [min(r["seconds"] for r in mine), max(r["seconds"] for r in mine)],
+        }
+        predicted = [r["input_balance"].get("predicted_max_over_median") for r in mine if r.get("input_balance")]
+        if predicted:
+            out[variant]["predicted_scan_max_over_median"] = predicted[0]
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    meta, s = result["meta"], result["summary"]
+    lines = [
+        "# Skewed consumer: Spark's defaults, the provider's sizing, and its input balance",
+        "",
+        f"`{meta['command']}` on {meta['machine']}, {meta['date']}; {meta['reps']} repetitions per variant "
+        f"(medians), alternating order, one warm local[2] session; total {meta['wall_s']} s.",
+        "",
+        f"Data: {meta['rows']:,} fact rows, Zipf join keys (s = {meta['zipf_s']}), {meta['files']} files of which "
+        f"one holds {meta['big_file_share']:.0%} of the rows: largest/median file "
+        f"{result['data']['default']['largest_over_median']}x (parquet's row groups), "
+        f"{result['data']['balance']['largest_over_median']}x (producer row groups "
+        f"{meta['producer_write_options']}). avg_bytes_per_task {meta['avg_bytes_per_task'] // MIB} MiB.",
+        "",
+        "| variant | stage time (s), median [range] | scan tasks | scan rows max/median | join tasks "
+        "| join shuffle-read max/median | load (1 min) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for variant in VARIANTS:
+        v = s[variant]
+        predicted = v.get("predicted_scan_max_over_median")
+        scan = f"{v['scan_max_over_median']}" + (f" (predicted {predicted})" if predicted is not None else "")
+        lines.append(
+            f"| {variant} | {v['seconds']} [{v['seconds_range'][0]:.1f}-{v['seconds_range'][1]:.1f}] | "
+            f"{v['scan_tasks']:g} | {scan} | {v['join_tasks']:g} | "
+            f"{v['join_max_over_median']} | {v['load_1m']} |"
+        )
+    b = s["balance"]
+    others = [s[v]["seconds"] for v in VARIANTS if v != "balance"]
+    goal_spread = max(b["scan_max_over_median"], b["join_max_over_median"]) <= 2
+    goal_time = b["seconds"] < min(others)
+    # A difference smaller than the run-to-run spread of the variants is not a result on a shared machine.
+    noise = max(s[v]["seconds_range"][1] - s[v]["seconds_range"][0] for v in VARIANTS)
+    within_noise = min(others) - b["seconds"] < noise
+    lines += [
+        "",
+        f"Goal max/median <= 2 with the balance: {'met' if goal_spread else 'missed'} "
+        f"(scan {b['scan_max_over_median']}, join {b['join_max_over_median']}). "
+        f"Faster than both: {'yes' if goal_time else 'no'} ({b['seconds']} s against "
+        f"{', '.join(f'{x} s' for x in others)}; "
+        f"{(1 - b['seconds'] / min(others)) * 100:+.0f}% against the faster of them)"
+        + (f", within the run-to-run spread of {noise:.1f} s: no clear difference." if within_noise else "."),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
