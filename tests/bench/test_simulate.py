@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validat
 from bench.simulate.sim import PolicySpec, Simulation, simulate
 from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload
 
+REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20
 GiB = 2**30
 # Round numbers for hand-working: 1 s per task, 4 MiB/s per core, no warm-up, no spill at these sizes.
@@ -234,3 +237,14 @@ def test_command_writes_unvalidated_results(tmp_path: Path, capsys: pytest.Captu
     assert "NOT YET VALIDATED" in (tmp_path / "simulate.md").read_text()
     assert "throughput_provider_over_fixed" in results["saturated"]["ratios"]
     assert "NOT YET VALIDATED" in capsys.readouterr().out
+
+
+def test_simulator_imports_neither_airflow_nor_spark() -> None:
+    code = (
+        "import sys, bench.simulate.__main__\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'py4j'))\n"
+        "print(bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
