@@ -6,16 +6,19 @@ What is learned, per stage (``LearnedExpansion``):
   reaches Spark as ``spark.sql.shuffle.partitions`` (and AQE's advisory size is ``avg_bytes_per_task``),
   so the bytes that parallelism divides are the stage's shuffle bytes, not its parquet bytes. Measured
   as Spark's ``shuffleReadBytes`` of the largest shuffle-reading Spark stage of the stage's jobs, over
-  the non-broadcast bytes it consumed. Parquet compression and column pruning make this 0.1-0.5 for a
-  scan-heavy stage; joins that multiply rows make it larger than 1. A stage that shuffles nothing has no
-  such bytes (its file splits already follow its bytes on disk): nothing is learned for it.
+  the non-broadcast bytes it consumed, and never below 1 (:data:`MIN_WORK`: the same parallelism splits
+  the stage's files). Partial aggregation makes the ratio tiny; a shuffle of whole rows (parquet compresses
+  better than Spark's shuffle blocks) or a join that multiplies rows makes it larger than 1. A stage that
+  shuffles nothing has no such bytes (its file splits already follow its bytes on disk): nothing is
+  learned for it.
 - ``memory``: in-memory bytes per consumed byte, for the memory floor. Measured as the largest
   ``peakExecutionMemory`` (summed over a Spark stage's tasks) plus ``memoryBytesSpilled`` (the in-memory
   size of what did not fit) of one Spark stage, over the consumed bytes.
 
 How: the median of the per-run ratios of the last :data:`WINDOW` usable runs (a few outliers move it
-little), clamped to [:data:`MIN_FACTOR`, :data:`MAX_FACTOR`], and moved at most :data:`MAX_STEP` times
-away from the factor the previous run used. Off (None) while fewer than ``min_runs`` runs are usable.
+little), clamped (work to [:data:`MIN_WORK`, :data:`MAX_FACTOR`], memory to [:data:`MIN_FACTOR`,
+:data:`MAX_FACTOR`]), and moved at most :data:`MAX_STEP` times away from the factor the previous run used.
+Off (None) while fewer than ``min_runs`` runs are usable.
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 DEFAULT_MIN_RUNS = 3
 WINDOW = 10
 """Runs the median is taken over: recent enough to follow a changed stage, enough to outvote outliers."""
+MIN_WORK = 1.0
+"""The decided parallelism also sets the stage's file split size (``spark.sql.files.maxPartitionBytes`` =
+bytes on disk / parallelism), so a stage needs a task per ``avg_bytes_per_task`` of bytes on disk to scan
+them, whatever it shuffles: the bytes the parallelism divides are the larger of its bytes on disk and its
+shuffle bytes. Measured (docs/benchmarks.md): a work factor of 1/64 halved TPC-H Q1's scan tasks and its
+stage took 104.9 s instead of 48.2 s at SF 1. Lower it only once the split size follows bytes on disk alone."""
 MIN_FACTOR = 1 / 64
 MAX_FACTOR = 64.0
 """Bounds of a learned factor. Outside them a ratio says more about a mismeasurement (a stage reading data it
@@ -152,17 +161,18 @@ def learn_expansion(runs: Sequence[StageRun], min_runs: int = DEFAULT_MIN_RUNS, 
     # The factor the latest run decided with bounds the step (the first learned factor is free: it is
     # already the median of min_runs runs).
     previous = newest_first[0]
-    work = _bounded(statistics.median(r.work_ratio for r in usable), previous.learned_work)
+    work = _bounded(statistics.median(r.work_ratio for r in usable), previous.learned_work, low=MIN_WORK)
     memories = [r.memory_ratio for r in usable if r.memory_bytes > 0]
     memory = _bounded(statistics.median(memories), previous.learned_memory) if len(memories) >= min_runs else None
     expansion = LearnedExpansion(work=work, runs=len(usable), memory=memory)
     return Learning(expansion, f"median of {len(usable)} run(s): {expansion.rule}")
 
 
-def _bounded(value: float, previous: float | None) -> float:
-    value = min(max(value, MIN_FACTOR), MAX_FACTOR)
+def _bounded(value: float, previous: float | None, low: float = MIN_FACTOR) -> float:
+    value = min(max(value, low), MAX_FACTOR)
     if previous is not None and previous > 0:
-        value = min(max(value, previous / MAX_STEP), previous * MAX_STEP)
+        # The floor wins over the step: a factor used below it (an older harness's) comes back up at once.
+        value = max(min(max(value, previous / MAX_STEP), previous * MAX_STEP), low)
     return _three_digits(value)
 
 
