@@ -21,7 +21,8 @@ Usage::
     .venv/bin/python bench/handover.py --data DIR [--scale 1] [--repeats 3]
 
 ``DIR`` holds tpchgen-cli tables (generated there at ``--scale`` if missing). Results go to
-``bench/results/handover.json``.
+``bench/results/handover.json``. The upstream outputs and the pairs' outputs go to a temporary folder,
+removed at the end.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -179,6 +181,7 @@ def main() -> None:
                     runs.append(run)
                     print(json.dumps(run), flush=True)
     spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
 
     summary: dict[str, Any] = {}
     for pair in PAIRS:
