@@ -15,7 +15,7 @@ from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs
 from airflow_provider_finegrained.execution.spark_reach import stage_session_conf
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig, RegionSizing
-from airflow_provider_finegrained.planning.balance import producer_row_group_bytes, skew_join_conf
+from airflow_provider_finegrained.planning.balance import InputBalance, decide_adaptive, producer_row_group_bytes
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob
 
 if TYPE_CHECKING:
@@ -97,7 +97,11 @@ def build_region_job(
                 inputs=refs,
                 session_conf={
                     **stage_session_conf(decision, member),
-                    **adaptive_conf(settings.adaptive_query_execution, config_for(member)),
+                    **adaptive_conf(
+                        settings.adaptive_query_execution,
+                        config_for(member),
+                        decision.sizing.stages[member].balance,
+                    ),
                     **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
                 },
                 output_location=(
@@ -120,8 +124,12 @@ def build_region_job(
     )
 
 
-def adaptive_conf(enabled: bool, config: ParallelismConfig) -> dict[str, str]:
-    """A stage's AQE settings: off, or on as an in-query correction towards the planned bytes per task."""
+def adaptive_conf(enabled: bool, config: ParallelismConfig, balance: InputBalance | None = None) -> dict[str, str]:
+    """A stage's AQE settings: off, or on as an in-query correction towards the planned bytes per task.
+
+    ``balance``: the stage's scanned files (``StageSizing.balance``); with skewed input the advisory size
+    and skew threshold go below the bytes per task (``planning.balance.decide_adaptive``).
+    """
     if not enabled:
         return {"spark.sql.adaptive.enabled": "false"}
     # The decided parallelism is an upper bound that AQE may coalesce towards the same bytes per task when
@@ -130,8 +138,7 @@ def adaptive_conf(enabled: bool, config: ParallelismConfig) -> dict[str, str]:
     return {
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
-        "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(config.avg_bytes_per_task),
-        **skew_join_conf(config.avg_bytes_per_task),
+        **decide_adaptive(config.avg_bytes_per_task, balance).session_conf(),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from airflow_provider_finegrained.contract import OutputRecord, StageTrace
 from airflow_provider_finegrained.execution.spark_reach import spark_reach
@@ -28,6 +29,7 @@ from airflow_provider_finegrained.planning import (
     intersect_bounds,
     size_region,
 )
+from airflow_provider_finegrained.planning.balance import decide_adaptive
 from airflow_provider_finegrained.planning.sizing import StageSizing, split_bytes
 
 
@@ -210,11 +212,19 @@ def decide_region(
             executor_memory=sizing.executor_memory,
             memory_overhead=sizing.memory_overhead,
             spark_memory_fraction=sizing.memory_fraction,
-            input_balance=dict(sizing.stages[name].input_balance or {}) or None,
+            input_balance=_with_adaptive(sizing.stages[name], trace.config["avg_bytes_per_task"]),
         )
         for name, trace in traces.items()
     }
     return RegionDecision(region, members[0], sizing, traces, in_region_consumers, outside_consumers)
+
+
+def _with_adaptive(sized: StageSizing, avg_bytes_per_task: int) -> dict[str, Any] | None:
+    """The stage's input balance record with the AQE sizes decided from it (set only with AQE on)."""
+    if sized.balance is None:
+        return None
+    adaptive = decide_adaptive(avg_bytes_per_task, sized.balance).to_dict()
+    return {**sized.balance.to_dict(), "adaptive": {"applies": "only with adaptive_query_execution on", **adaptive}}
 
 
 def _group_bounds(group: Sequence[str], config_for: Callable[[str], ParallelismConfig]) -> GroupBounds | None:

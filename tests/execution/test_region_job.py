@@ -9,6 +9,7 @@ import pytest
 from airflow_provider_finegrained.execution.region_job import adaptive_conf, application_conf, write_options
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
+from airflow_provider_finegrained.planning.balance import decide_balance
 
 GiB = 2**30
 
@@ -37,6 +38,28 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
 )
 def test_adaptive_conf(enabled: bool, expected: dict[str, str]) -> None:
     assert adaptive_conf(enabled, ParallelismConfig(avg_bytes_per_task=2**20)) == expected
+    # even input files keep the advisory size at the bytes per task
+    even = decide_balance([2**20] * 4, 4)
+    assert adaptive_conf(enabled, ParallelismConfig(avg_bytes_per_task=2**20), even) == expected
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # 40 MiB and 19 of 2 MiB: the big file holds 40/78 of the bytes, advisory 8 MiB x 38/78 -> 4086758
+        ([40 * 2**20] + [2 * 2**20] * 19, "4086758"),
+        ([8 * 2**20] * 20, str(8 * 2**20)),  # not skewed
+    ],
+)
+def test_adaptive_conf_from_the_measured_spread(files: list[int], expected: str) -> None:
+    conf = adaptive_conf(True, ParallelismConfig(avg_bytes_per_task=8 * 2**20), decide_balance(files, 10))
+    assert conf["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == expected
+    assert conf["spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes"] == expected
+    assert conf["spark.sql.adaptive.skewJoin.skewedPartitionFactor"] == "2"
+    # with AQE off there is nothing to size
+    assert adaptive_conf(False, ParallelismConfig(avg_bytes_per_task=8 * 2**20), decide_balance(files, 10)) == {
+        "spark.sql.adaptive.enabled": "false"
+    }
 
 
 @pytest.mark.parametrize(
@@ -81,3 +104,37 @@ def test_local_application_conf_sizes_the_driver_as_the_executors() -> None:
     assert conf["spark.driver.memory"] == f"{sizing.executor_memory // 2**20}m"
     assert "spark.scheduler.minRegisteredResourcesRatio" not in conf
     assert conf["spark.ui.showConsoleProgress"] == "false"
+
+
+def test_the_trace_records_the_aqe_sizes_decided_from_the_files() -> None:
+    from airflow_provider_finegrained.contract import OutputRecord
+    from airflow_provider_finegrained.execution.region_run import StageInputs, decide_region
+    from airflow_provider_finegrained.planning import StageSpec, plan_stages
+
+    MiB = 2**20
+    plan = plan_stages([StageSpec.build("source"), StageSpec.build("join", {"rows": "source"})])
+    local = ClusterProfile(total_cores=2, total_memory=6 * 2**30, executor_memory=4 * 2**30, local=True)
+    config = ParallelismConfig(avg_bytes_per_task=8 * MiB)
+    region = plan.stages["join"].region
+
+    def decided(sizes: list[int]) -> dict[str, Any]:
+        record = OutputRecord("source", "/x", "parquet", sizes, 10, 1)
+        inputs = {"join": StageInputs(upstream={"rows": record})}
+        decision = decide_region(plan, region, inputs, lambda _: config, local)
+        balance = decision.traces["join"].input_balance
+        assert balance is not None
+        adaptive: dict[str, Any] = balance["adaptive"]
+        # the trace holds what the region job sets (AQE on)
+        expected = adaptive_conf(True, config, decision.sizing.stages["join"].balance)
+        assert {k: expected[k] for k in adaptive["settings"]} == adaptive["settings"]
+        assert adaptive["applies"] == "only with adaptive_query_execution on"
+        return adaptive
+
+    # 40 MiB and 19 of 2 MiB: 8 MiB x 38/78 -> 4086758
+    skewed = decided([40 * MiB] + [2 * MiB] * 19)
+    assert skewed["skewed_input"] is True
+    assert skewed["settings"]["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == "4086758"
+    assert "largest file 20.0x the median" in skewed["why"]
+    even = decided([4 * MiB] * 20)
+    assert even["skewed_input"] is False
+    assert even["settings"]["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == str(8 * MiB)
