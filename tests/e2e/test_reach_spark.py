@@ -1,11 +1,12 @@
 """Every decision reaches Spark: read back from Spark itself, end to end on local Spark, AQE off and on.
 
-One DAG, two regions (one per connection: AQE off, AQE on), each a pipelined forward pair ``src -> top``
-where ``src`` (reading parquet files) only hands its output over in memory, so its scan and its aggregation
-run inside ``top``'s Spark jobs. Inside each stage function the stage records what its
-Spark session really holds (every ``spark.sql.*`` setting, the application's SparkConf and the driver JVM's
-heap); Spark's status API (the stage's task report) gives the task count of every Spark stage it ran. Both are
-compared with what the provider decided.
+One region (one application, to keep the cost to one spark-submit): ``src`` reads parquet files and hands its
+aggregation over in memory, pipelined and forward, to two consumers, ``top_off`` (AQE off through its own
+``spark_conf``) and ``top_on`` (AQE on, the connection's setting). ``src``'s scan and aggregation run inside each
+consumer's Spark jobs. Inside each stage function the stage records what its Spark session really holds
+(every ``spark.sql.*`` setting, the application's SparkConf and the driver JVM's heap); Spark's status API (the
+stage's task report) gives the task count of every Spark stage it ran. Both are compared with what the
+provider decided.
 """
 
 from __future__ import annotations
@@ -60,12 +61,13 @@ def top(spark, rows, name):
 
 
 with DAG("reach_spark", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+    a = Stage(task_id="src", python_callable=src, op_kwargs={{"name": "src"}}, inputs={{"events": EVENTS}},
+              finegrained_spark_conn_id="fg_reach")
     for aqe in ("off", "on"):
-        conn = f"fg_aqe_{{aqe}}"
-        a = Stage(task_id=f"src_{{aqe}}", python_callable=src, op_kwargs={{"name": f"src_{{aqe}}"}},
-                  inputs={{"events": EVENTS}}, finegrained_spark_conn_id=conn)
         Stage(task_id=f"top_{{aqe}}", python_callable=top, op_kwargs={{"name": f"top_{{aqe}}"}},
-              finegrained_spark_conn_id=conn, inputs={{"rows": Input(a, mode="pipelined", distribution="forward")}})
+              finegrained_spark_conn_id="fg_reach",
+              inputs={{"rows": Input(a, mode="pipelined", distribution="forward")}},
+              spark_conf={{"spark.sql.adaptive.enabled": "false"}} if aqe == "off" else {{}})
 """
 
 
@@ -82,8 +84,8 @@ def _events(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.iterdir())
 
 
-def _connection(aqe: bool, avg_bytes_per_task: int) -> str:
-    extra = {"adaptive_query_execution": aqe, "avg_bytes_per_task": avg_bytes_per_task, "warm_pool": "off"}
+def _connection(avg_bytes_per_task: int) -> str:
+    extra = {"adaptive_query_execution": True, "avg_bytes_per_task": avg_bytes_per_task, "warm_pool": "off"}
     return json.dumps({"conn_type": "finegrained_spark", "host": "local[2]", "extra": extra})
 
 
@@ -95,47 +97,48 @@ def _ran(trace: dict[str, Any]) -> list[int]:
 def test_decisions_read_back_from_spark(airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     total = _events(tmp_path / "events")
     per_task = -(-total // P)  # so that ceil(total / per_task) is P
-    monkeypatch.setenv("AIRFLOW_CONN_FG_AQE_OFF", _connection(False, per_task))
-    monkeypatch.setenv("AIRFLOW_CONN_FG_AQE_ON", _connection(True, per_task))
+    monkeypatch.setenv("AIRFLOW_CONN_FG_REACH", _connection(per_task))
     text = DAG_FILE.format(record_dir=str(tmp_path), events=str(tmp_path / "events"))
     path = write_dag_file("reach_spark.py", text)
     run = load_dag(path, "reach_spark").test()
     assert run.state == "success", [(ti.task_id, ti.state) for ti in run.get_task_instances()]
     _, results = stage_results("reach_spark", run.run_id)
+    traces = {name: r["trace"] for name, r in results.items()}
     seen = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in results}
+    src = traces["src"]
+    assert src["rule"] == "bytes / avg_bytes_per_task"
+    assert {t["region"] for t in traces.values()} == {src["region"]}
 
-    for aqe in ("off", "on"):
-        src, top = results[f"src_{aqe}"]["trace"], results[f"top_{aqe}"]["trace"]
-        assert src["rule"] == "bytes / avg_bytes_per_task"
-        assert src["parallelism"] == top["parallelism"] == P
+    for name, trace in traces.items():
+        assert trace["parallelism"] == P  # one forward group
         # Each stage's session held exactly the spark.sql settings the provider decided for it.
-        for name, trace in ((f"src_{aqe}", src), (f"top_{aqe}", top)):
-            decided = {k: v for k, v in trace["spark_conf"].items() if k.startswith("spark.sql.")}
-            assert {k: seen[name]["session"].get(k) for k in decided} == decided, name
-            assert seen[name]["session"]["spark.sql.shuffle.partitions"] == str(P)
-            assert seen[name]["session"]["spark.sql.adaptive.enabled"] == ("true" if aqe == "on" else "false")
-            # The application's settings, from SparkConf; the driver JVM really got the decided heap.
-            app = seen[name]["app"]
-            assert app["spark.master"] == "local[2]"
-            assert app["spark.driver.memory"] == trace["spark_conf"]["spark.driver.memory"]
-            assert app["spark.driver.memory"] == f"{trace['executor_memory'] // 2**20}m"
-            assert float(app["spark.memory.fraction"]) == pytest.approx(trace["spark_memory_fraction"], abs=0.005)
-            assert 0.8 * trace["executor_memory"] <= seen[name]["heap"] <= trace["executor_memory"]
-        if aqe == "on":
-            assert seen[f"top_{aqe}"]["session"]["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == str(
-                top["config"]["avg_bytes_per_task"]
-            )
+        decided = {k: v for k, v in trace["spark_conf"].items() if k.startswith("spark.sql.")}
+        assert {k: seen[name]["session"].get(k) for k in decided} == decided, name
+        assert seen[name]["session"]["spark.sql.shuffle.partitions"] == str(P)
+        assert seen[name]["session"]["spark.sql.adaptive.enabled"] == ("false" if name == "top_off" else "true")
+        # The application's settings, from SparkConf; the driver JVM really got the decided heap.
+        app = seen[name]["app"]
+        assert app["spark.master"] == "local[2]"
+        assert app["spark.driver.memory"] == trace["spark_conf"]["spark.driver.memory"]
+        assert app["spark.driver.memory"] == f"{trace['executor_memory'] // 2**20}m"
+        assert float(app["spark.memory.fraction"]) == pytest.approx(trace["spark_memory_fraction"], abs=0.005)
+        assert 0.8 * trace["executor_memory"] <= seen[name]["heap"] <= trace["executor_memory"]
+    assert seen["top_on"]["session"]["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == str(per_task)
 
-        # src hands its output over in memory, and the trace says whose jobs run its plan.
-        assert src["runs_in"] == f"top_{aqe}" and top["runs_in"] is None
-        # Under src's own job group ran at most the reader's one-task look at the files when its input was
-        # loaded; its scan and aggregation ran in top's jobs (below).
-        assert len(_ran(src)) <= 1 and P not in _ran(src), _ran(src)
-        assert any(f"its plan runs inside 'top_{aqe}''s Spark jobs" in n for n in src["sizing_notes"])
+    # src hands its output over in memory, and the trace says whose jobs run its plan: both consumers'.
+    assert src["runs_in"] in ("top_off", "top_on")
+    assert traces["top_off"]["runs_in"] is None and traces["top_on"]["runs_in"] is None
+    note = next(n for n in src["sizing_notes"] if n.startswith("in-memory handover"))
+    assert "'top_off'" in note and "'top_on'" in note and "once per consumer" in note
+    # Under src's own job group ran at most the reader's one-task look at the files when its input was
+    # loaded; its scan and aggregation ran in each consumer's jobs (below).
+    assert len(_ran(src)) <= 1 and P not in _ran(src), _ran(src)
+    scan_settings = src["input_balance"]["settings"]
+    for aqe in ("off", "on"):
+        top = traces[f"top_{aqe}"]
         # src's scan runs in top's jobs, so top's session carried src's balanced scan settings.
-        scan_settings = src["input_balance"]["settings"]
         assert {k: seen[f"top_{aqe}"]["session"][k] for k in scan_settings} == scan_settings
-        assert any("with 'src_" in n and "scan settings" in n for n in top["sizing_notes"])
+        assert any("with 'src''s scan settings" in n for n in top["sizing_notes"])
         # top's jobs ran src's scan and aggregation and its own: the scan, then two shuffles (src's, top's).
         tasks = _ran(top)
         assert len(tasks) == 3, tasks
