@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow_provider_finegrained.execution.capacity_gate import minimum_resources_conf
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs
-from airflow_provider_finegrained.execution.spark_reach import stage_session_conf
+from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig, RegionSizing
 from airflow_provider_finegrained.planning.balance import InputBalance, decide_adaptive, producer_row_group_bytes
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob
@@ -100,7 +100,7 @@ def build_region_job(
                     **adaptive_conf(
                         settings.adaptive_query_execution,
                         config_for(member),
-                        decision.sizing.stages[member].balance,
+                        decision.sizing.stages[scans_of(decision, member)].balance,
                     ),
                     **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
                 },

@@ -154,15 +154,26 @@ def spark_reach(
 def stage_session_conf(decision: RegionDecision, stage: str) -> dict[str, str]:
     """``stage``'s per-stage session settings in ``decision``'s region, scan settings carried
     (:func:`effective_session_conf`); what the region job sets before the stage's function runs."""
+    return _decision_effective(decision)[0][stage]
+
+
+def scans_of(decision: RegionDecision, stage: str) -> str:
+    """The stage whose file scans run in ``stage``'s Spark jobs and set its scan-derived settings (its
+    balance, hence AQE's advisory and skew sizes): ``stage`` itself, or the handed-over producer whose
+    scan settings it carries."""
+    return _decision_effective(decision)[1].get(stage, stage)
+
+
+def _decision_effective(decision: RegionDecision) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     members = list(decision.traces)
     stages = decision.sizing.stages
-    return effective_session_conf(
+    runners = _Runners(members, decision.in_region_consumers, decision.outside_consumers)
+    return _effective(
+        runners,
         members,
-        decision.in_region_consumers,
-        decision.outside_consumers,
         {m: stages[m].session_conf() for m in members},
         {m: stages[m].balance is not None for m in members},
-    )[stage]
+    )
 
 
 def _note(

@@ -123,7 +123,10 @@ def test_decisions_read_back_from_spark(airflow_db: None, tmp_path: Path, monkey
         assert app["spark.driver.memory"] == f"{trace['executor_memory'] // 2**20}m"
         assert float(app["spark.memory.fraction"]) == pytest.approx(trace["spark_memory_fraction"], abs=0.005)
         assert 0.8 * trace["executor_memory"] <= seen[name]["heap"] <= trace["executor_memory"]
-    assert seen["top_on"]["session"]["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == str(per_task)
+    # The advisory size is the bytes per task (lower, at least a quarter of it, when src's files are skewed).
+    assert (
+        per_task // 4 <= int(seen["top_on"]["session"]["spark.sql.adaptive.advisoryPartitionSizeInBytes"]) <= per_task
+    )
 
     # src hands its output over in memory, and the trace says whose jobs run its plan: both consumers'.
     assert src["runs_in"] in ("top_off", "top_on")

@@ -11,6 +11,7 @@ from airflow_provider_finegrained.execution.region_run import StageInputs, decid
 from airflow_provider_finegrained.execution.spark_reach import (
     effective_session_conf,
     runs_own_jobs,
+    scans_of,
     spark_reach,
     stage_session_conf,
 )
@@ -166,6 +167,8 @@ def test_decide_region_traces_an_in_memory_producer() -> None:
     joins = decision.sizing.stages["join"].session_conf()
     assert joins["spark.sql.shuffle.partitions"] == "4"
     assert stage_session_conf(decision, "order") == joins == stage_session_conf(decision, "join")
+    # ...and so AQE's sizes derived from join's files (the region job's adaptive_conf reads that balance).
+    assert (scans_of(decision, "order"), scans_of(decision, "join")) == ("join", "join")
     assert decision.sizing.stages["order"].session_conf() != joins  # order's own split size is not join's
     shared = ", ".join(f"{k} {v}" for k, v in sorted(joins.items()))
     assert join.sizing_notes[-1] == (
