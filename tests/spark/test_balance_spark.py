@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.execution.region_job import write_options
+from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
 from airflow_provider_finegrained.planning.balance import spread
 from airflow_provider_finegrained.runtime.output import output_location, read_committed
@@ -32,6 +32,10 @@ REPEAT = 30  # the first file's rows are repeated this many times: about 30x the
 PER_FILE = 2_500  # about 0.35 MiB of incompressible rows per small file
 BYTES_PER_TASK = 4 * MiB  # the consumer's avg_bytes_per_task: producer row groups of 1 MiB
 SCAN_KEYS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+AQE_KEYS = (
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes",
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes",
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,7 @@ def skewed(spark: Any) -> Any:
 def consume(spark: Any, rows: Any, record: str) -> Any:
     from pyspark.sql import functions as F
 
-    Path(record).write_text(json.dumps({k: spark.conf.get(k) for k in SCAN_KEYS}))
+    Path(record).write_text(json.dumps({k: spark.conf.get(k) for k in SCAN_KEYS + AQE_KEYS}))
     # Every column is read, as a real consumer would.
     return rows.groupBy().agg(F.sum(F.length("payload")).alias("chars"), F.sum("key").alias("keys"))
 
@@ -110,7 +114,8 @@ def test_a_skewed_upstream_is_read_in_even_tasks_as_predicted(spark: Any, tmp_pa
     Path(folder).mkdir()
     for name, fn in (("producer", skewed), ("consumer", consume)):
         Path(join(folder, f"{name}.pkl")).write_bytes(cloudpickle.dumps(fn))  # type: ignore[no-untyped-call, unused-ignore]
-    options = write_options("parquet", [ParallelismConfig(avg_bytes_per_task=BYTES_PER_TASK)])
+    config = ParallelismConfig(avg_bytes_per_task=BYTES_PER_TASK)
+    options = write_options("parquet", [config])
     assert options == {"parquet.block.size": str(MiB)}
     producer = StageJob(
         "producer",
@@ -140,15 +145,16 @@ def test_a_skewed_upstream_is_read_in_even_tasks_as_predicted(spark: Any, tmp_pa
     consumer = StageJob(
         "consumer",
         [InputRef("rows", "committed", path=upstream.path)],
-        sizing.session_conf(),
+        {**sizing.session_conf(), **adaptive_conf(True, config, sizing.balance)},
         output_location(root, "dag", "run", "consumer", 1),  # written, so the scan runs
         callable_path=join(folder, "consumer.pkl"),
         kwargs={"record": str(record)},
     )
     assert run_stages(RegionJob("r1", "dag", "run", 1, root, folder, [consumer]), ClassicSessions(spark)) is None
 
-    # The session held the balanced scan settings...
-    assert json.loads(record.read_text()) == sizing.balance.session_conf()
+    # The session held the balanced scan settings, and AQE sizes from the skewed spread: the big file holds
+    # about 30/37 of the bytes, so 4 MiB x 7/37 is below the floor of a quarter: 1 MiB...
+    assert json.loads(record.read_text()) == {**sizing.balance.session_conf(), **dict.fromkeys(AQE_KEYS, str(MiB))}
     # ...and Spark cut the files as predicted: as many tasks, and their spread within the prediction's.
     read = scan_task_rows(spark, "consumer")
     assert sum(read) == upstream.rows
