@@ -1,9 +1,11 @@
 """Benchmark: a consumer stage over skewed input, with Spark's defaults, the provider's sizing, and its balance.
 
-The data set: a fact table whose join keys follow a Zipf law (exponent ``ZIPF_S``: the hottest key holds
-about 56% of the rows), written as ``FILES`` parquet files of which one holds ``BIG_FILE_SHARE`` of the rows
-(34x the median file), and a dimension table. The consumer stage joins them on the key (broadcast joins
-off, as for a dimension too large to broadcast), aggregates per dimension group, and writes the result.
+The data set: a fact table whose join keys follow a Zipf law (exponent ``ZIPF_S`` = 1.2 over ``KEYS``
+keys: the hottest key holds 1 - 2^-0.2 = 12.9% of the rows, the next ones 6.8%, 4.5%...), written as a
+producer partitioned by the key writes it: ``FILES`` (200, Spark's default shuffle partitions) parquet
+files, so the hot key's rows are one file about 30x the median file. A dimension table of ``KEYS`` rows.
+The consumer stage joins them on the key (broadcast joins off, as for a dimension too large to
+broadcast), aggregates per dimension group, and writes the result.
 
 Three variants run side by side in ONE warm ``local[2]`` session, in alternating order, ``--reps`` times:
 
@@ -13,7 +15,8 @@ Three variants run side by side in ONE warm ``local[2]`` session, in alternating
   and ``maxPartitionBytes`` from bytes / parallelism; AQE towards ``avg_bytes_per_task``, Spark's skew
   thresholds), upstream written with parquet's default row groups;
 - ``balance``: the provider with the balance (``size_region`` with the measured file sizes: split, open
-  cost, ``minPartitionNum``; AQE with the skew-join thresholds of ``adaptive_conf``), upstream written with
+  cost; AQE with the advisory size and skew-join thresholds of ``adaptive_conf`` from the measured
+  distribution), upstream written with
   the producer's ``write_options`` (row groups for its consumers' splits).
 
 Per run, from Spark's REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``): the fact
@@ -23,7 +26,7 @@ remote), as max/median; and the stage's wall time. Also the 1-minute load averag
 
 Usage::
 
-    .venv/bin/python bench/skew.py [--reps 3] [--rows 1500000]
+    .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000]
     .venv/bin/python bench/skew.py --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
@@ -55,12 +58,13 @@ from airflow_provider_finegrained.planning import (
     decide_parallelism,
     size_region,
 )
-from airflow_provider_finegrained.planning.balance import spread
+from airflow_provider_finegrained.planning.balance import decide_adaptive, spread
 
 MIB = 2**20
-FILES = 24
-BIG_FILE_SHARE = 0.6
-ZIPF_S = 2.2
+FILES = 200
+ZIPF_S = 1.2
+HOT_KEY_SHARE = 1 - 2 ** -(ZIPF_S - 1)
+"""P(key = 1) of the generator below: floor((1 - u) ** (-1 / (s - 1))) is 1 for u < 1 - 2^-(s-1)."""
 KEYS = 50_000
 DIM_FILES = 4
 AVG_BYTES_PER_TASK = 8 * MIB
@@ -103,25 +107,18 @@ def build_session(tmp: Path) -> Any:
 
 
 def write_fact(spark: Any, path: Path, rows: int, options: dict[str, str]) -> None:
-    """FILES part files, the first with BIG_FILE_SHARE of the rows; Zipf keys, incompressible payload."""
+    """FILES part files hash-partitioned by the Zipf key (a hot key's rows in one file); incompressible payload."""
     from pyspark.sql import functions as F
 
-    # FILES equal partitions, the rows of the first repeated so it holds BIG_FILE_SHARE of them (all in the JVM;
-    # explode keeps each partition, so each stays one file).
-    repeat = round(BIG_FILE_SHARE * (FILES - 1) / (1 - BIG_FILE_SHARE))
-    per_file = rows // (FILES - 1 + repeat)
-    df = spark.range(0, per_file * FILES, 1, FILES)
-    times = F.when(F.spark_partition_id() == 0, F.lit(repeat)).otherwise(F.lit(1))
-    df = df.select(F.explode(F.sequence(F.lit(1), times)).alias("copy"), "id")
-    df = df.select((F.col("id") * repeat + F.col("copy")).alias("id"))
     u = F.rand(seed=7)
-    key = F.least(F.floor(F.pow(F.lit(1.0) - u, F.lit(-1.0 / (ZIPF_S - 1)))), F.lit(KEYS)).cast("long")
-    df = df.select(
+    # clamp before floor: (1 - u) ** -5 overflows a long for u near 1 (ANSI mode fails the cast)
+    key = F.floor(F.least(F.pow(F.lit(1.0) - u, F.lit(-1.0 / (ZIPF_S - 1))), F.lit(float(KEYS)))).cast("long")
+    df = spark.range(0, rows, 1, 8).select(
         key.alias("key"),
         (F.rand(seed=11) * 100).alias("value"),
         F.sha2(F.col("id").cast("string"), 256).alias("payload"),
     )
-    df.write.options(**options).mode("overwrite").parquet(str(path))
+    df.repartition(FILES, "key").write.options(**options).mode("overwrite").parquet(str(path))
 
 
 def write_dim(spark: Any, path: Path) -> None:
@@ -160,14 +157,17 @@ def decided_conf(variant: str, files: list[int], dim_files: list[int]) -> tuple[
         [StageDemand("consumer", parallelism, consumed_bytes=sum(files) + sum(dim_files), input_file_bytes=scanned)],
         profile,
     ).stages["consumer"]
-    aqe = adaptive_conf(True, config)
+    aqe = adaptive_conf(True, config, sizing.balance)
     if variant == "sizing":  # the provider before the balance: Spark's skew thresholds
         aqe = {k: v for k, v in aqe.items() if k not in SKEW_KEYS}
         aqe.update({k: SPARK_DEFAULTS[k] for k in SKEW_KEYS})
     conf = {**sizing.session_conf(), **aqe, "spark.sql.files.openCostInBytes": str(4 * MIB)}
     if sizing.balance:
         conf.update(sizing.balance.session_conf())
-    return conf, {"parallelism": sizing.parallelism, "input_balance": dict(sizing.input_balance or {})}
+    decided: dict[str, Any] = {"parallelism": sizing.parallelism, "input_balance": dict(sizing.input_balance or {})}
+    if variant == "balance":
+        decided["adaptive"] = decide_adaptive(AVG_BYTES_PER_TASK, sizing.balance).to_dict()
+    return conf, decided
 
 
 def rest(url: str) -> Any:
@@ -237,7 +237,7 @@ def apply(spark: Any, conf: dict[str, str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--rows", type=int, default=1_500_000)
+    parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--rerender", type=Path, help="rewrite the summary and markdown of a results JSON")
     args = parser.parse_args(argv)
     if args.rerender:
@@ -305,8 +305,9 @@ def main(argv: list[str] | None = None) -> int:
             "rows": args.rows,
             "reps": args.reps,
             "zipf_s": ZIPF_S,
+            "keys": KEYS,
+            "hot_key_share": round(HOT_KEY_SHARE, 3),
             "files": FILES,
-            "big_file_share": BIG_FILE_SHARE,
             "avg_bytes_per_task": AVG_BYTES_PER_TASK,
             "producer_write_options": producer_options,
             "wall_s": round(time.time() - started, 1),
@@ -349,8 +350,9 @@ def render(result: dict[str, Any]) -> str:
         f"`{meta['command']}` on {meta['machine']}, {meta['date']}; {meta['reps']} repetitions per variant "
         f"(medians), alternating order, one warm local[2] session; total {meta['wall_s']} s.",
         "",
-        f"Data: {meta['rows']:,} fact rows, Zipf join keys (s = {meta['zipf_s']}), {meta['files']} files of which "
-        f"one holds {meta['big_file_share']:.0%} of the rows: largest/median file "
+        f"Data: {meta['rows']:,} fact rows, Zipf join keys (s = {meta['zipf_s']} over {meta['keys']:,} keys: the "
+        f"hottest holds {meta['hot_key_share']:.1%} of the rows), written hash-partitioned by the key into "
+        f"{meta['files']} files: largest/median file "
         f"{result['data']['default']['largest_over_median']}x (parquet's row groups), "
         f"{result['data']['balance']['largest_over_median']}x (producer row groups "
         f"{meta['producer_write_options']}). avg_bytes_per_task {meta['avg_bytes_per_task'] // MIB} MiB.",
@@ -368,6 +370,9 @@ def render(result: dict[str, Any]) -> str:
             f"{v['scan_tasks']:g} | {scan} | {v['join_tasks']:g} | "
             f"{v['join_max_over_median']} | {v['load_1m']} |"
         )
+    adaptive = next((r["adaptive"] for r in result["runs"] if r.get("adaptive")), None)
+    if adaptive:
+        lines += ["", f"AQE sizes of the balance variant (`decide_adaptive`): {adaptive['why']}."]
     b = s["balance"]
     others = [s[v]["seconds"] for v in VARIANTS if v != "balance"]
     goal_spread = max(b["scan_max_over_median"], b["join_max_over_median"]) <= 2
