@@ -51,7 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-per-worker", default="6g")
     parser.add_argument("--max-executors", type=int, default=4, help="the dynamic policy's cap per application")
     parser.add_argument("--parallelism", type=int, default=16, help="Airflow's task parallelism")
-    parser.add_argument("--data", type=Path, default=REPO / ".bench-data")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     return parser.parse_args(argv)
 

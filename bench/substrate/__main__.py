@@ -45,7 +45,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--candidates", default=",".join(map(str, SWEEP_CANDIDATES)), help="the oracle's sweep")
     parser.add_argument("--sweep-repeats", type=int, default=1)
-    parser.add_argument("--data", type=Path, default=REPO / ".bench-data")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
     parser.add_argument("--out", type=Path, default=RESULTS)
     return parser.parse_args(argv)
 
