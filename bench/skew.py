@@ -26,7 +26,7 @@ remote), as max/median; and the stage's wall time. Also the 1-minute load averag
 
 Usage::
 
-    .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000]
+    .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
     .venv/bin/python bench/skew.py --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
@@ -63,8 +63,13 @@ from airflow_provider_finegrained.planning.balance import decide_adaptive, sprea
 MIB = 2**20
 FILES = 200
 ZIPF_S = 1.2
-HOT_KEY_SHARE = 1 - 2 ** -(ZIPF_S - 1)
-"""P(key = 1) of the generator below: floor((1 - u) ** (-1 / (s - 1))) is 1 for u < 1 - 2^-(s-1)."""
+
+
+def hot_key_share(zipf_s: float) -> float:
+    """P(key = 1) of the generator below: floor((1 - u) ** (-1 / (s - 1))) is 1 for u < 1 - 2^-(s-1)."""
+    return float(1 - 2 ** -(zipf_s - 1))
+
+
 KEYS = 50_000
 DIM_FILES = 4
 AVG_BYTES_PER_TASK = 8 * MIB
@@ -106,13 +111,13 @@ def build_session(tmp: Path) -> Any:
     )
 
 
-def write_fact(spark: Any, path: Path, rows: int, options: dict[str, str]) -> None:
+def write_fact(spark: Any, path: Path, rows: int, options: dict[str, str], zipf_s: float = ZIPF_S) -> None:
     """FILES part files hash-partitioned by the Zipf key (a hot key's rows in one file); incompressible payload."""
     from pyspark.sql import functions as F
 
     u = F.rand(seed=7)
     # clamp before floor: (1 - u) ** -5 overflows a long for u near 1 (ANSI mode fails the cast)
-    key = F.floor(F.least(F.pow(F.lit(1.0) - u, F.lit(-1.0 / (ZIPF_S - 1))), F.lit(float(KEYS)))).cast("long")
+    key = F.floor(F.least(F.pow(F.lit(1.0) - u, F.lit(-1.0 / (zipf_s - 1))), F.lit(float(KEYS)))).cast("long")
     df = spark.range(0, rows, 1, 8).select(
         key.alias("key"),
         (F.rand(seed=11) * 100).alias("value"),
@@ -238,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--zipf", type=float, default=ZIPF_S, help="the keys' Zipf exponent (> 1)")
+    parser.add_argument("--name", default="skew", help="results file name in bench/results (without suffix)")
     parser.add_argument("--rerender", type=Path, help="rewrite the summary and markdown of a results JSON")
     args = parser.parse_args(argv)
     if args.rerender:
@@ -254,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         producer_options = write_options("parquet", [ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)])
         upstream = {"default": tmp / "fact-default", "balance": tmp / "fact-balance"}
-        write_fact(spark, upstream["default"], args.rows, {})
-        write_fact(spark, upstream["balance"], args.rows, producer_options)
+        write_fact(spark, upstream["default"], args.rows, {}, args.zipf)
+        write_fact(spark, upstream["balance"], args.rows, producer_options, args.zipf)
         dim = tmp / "dim"
         write_dim(spark, dim)
         dim_files = file_sizes(dim)
@@ -304,9 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{os.cpu_count()} cores, {platform.platform()}",
             "rows": args.rows,
             "reps": args.reps,
-            "zipf_s": ZIPF_S,
+            "zipf_s": args.zipf,
             "keys": KEYS,
-            "hot_key_share": round(HOT_KEY_SHARE, 3),
+            "hot_key_share": round(hot_key_share(args.zipf), 3),
             "files": FILES,
             "avg_bytes_per_task": AVG_BYTES_PER_TASK,
             "producer_write_options": producer_options,
@@ -317,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "skew.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "skew.md").write_text(render(result))
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(render(result))
     print(render(result))
     return 0
 
