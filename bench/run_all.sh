@@ -8,3 +8,16 @@ python bench/overhead.py --repeats 3
 python bench/bytes_per_task.py
 # The side-by-side comparison (fixed sizing, AQE, provider, separate apps, oracle); the planner ran above.
 python -m bench.compare --repeats 3 --no-plan-scaling
+# Only the sizing differs: Spark's defaults, the provider and a swept oracle in one warm pool.
+python -m bench.substrate --scales 0.01,0.1,1,10 --repeats 3
+# Skewed input: Spark's defaults, sizing alone, sizing with the input balance and skew settings.
+python bench/skew.py --reps 3
+# History: the TPC-H pipeline at growing scales, corrected by its past runs.
+python -m bench.history --scales 0.01 0.1 0.3 1
+# Warm start in a fresh task process under airflow standalone.
+python bench/warm_start_airflow.py --repeats 5
+python bench/handover.py --data "${TMPDIR:-/tmp}/finegrained-bench-data/handover-sf1" --scale 1 --repeats 2
+# A shared cluster's cost, then the simulator validated against it and run at 1,000 nodes.
+python -m bench.shared_cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
+python -m bench.simulate all
+python -m bench.simulate validate
