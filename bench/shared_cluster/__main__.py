@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -57,6 +58,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from airflow_provider_finegrained.spark.standalone import start_local_cluster
 
     args = parse_args(argv)
@@ -107,7 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         standalone.stop()
         cluster.stop()
-    results["summary"] = summarize(results["runs"])
     _write(args.out, results)
     return 0
 
@@ -231,6 +233,8 @@ def render(results: dict[str, Any]) -> str:
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
+    """Results so far, with their summary: a run cut short still leaves what it measured."""
+    results["summary"] = summarize(results["runs"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "shared_cluster.json").write_text(json.dumps(results, indent=1, default=str))
     (out / "shared_cluster.md").write_text(render(results))

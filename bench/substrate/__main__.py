@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -51,6 +52,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     scales = [float(s) for s in args.scales.split(",")]
     policies = [p for p in args.policies.split(",") if p]
