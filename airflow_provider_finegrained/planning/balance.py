@@ -226,6 +226,10 @@ def decide_balance(
     open_cost = max(
         1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
     )
+    if split <= MIN_SPLIT_BYTES:
+        # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost keeps
+        # one task per small file, so a shuffle's map outputs stay spread over the executors.
+        open_cost = SPARK_OPEN_COST_BYTES
     # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
     # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
     cores = max(1, cores or 1)

@@ -117,9 +117,10 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
                 "default_tasks": [32 * 10 * K] * 31 + [8 * 10 * K],
             },
         ),
-        # fewer bytes than 1M per task: the split stays 1M (one core: bytesPerCore 3M + 96K is above it);
-        # each 1M file alone (1M + 32K + 1M > 1M).
-        ([M, M, M], 8, {}, {"split": M, "open": 32 * K, "row_group": M, "tasks": [M, M, M]}),
+        # fewer bytes than 1M per task: the split stays 1M and the open cost Spark's 4M (packing tasks of under
+        # 1M gains nothing; one task per small file keeps a shuffle's map outputs spread over the executors);
+        # one core: bytesPerCore 3M + 12M is above the split; each 1M file alone (1M + 4M + 1M > 1M).
+        ([M, M, M], 8, {}, {"split": M, "open": 4 * M, "row_group": M, "tasks": [M, M, M]}),
         # more cores than the split asks for: Spark cuts at bytesPerCore (8M + 256K) / 4 = 2.0625M, below the 8M
         # split; row groups of 8M / 4 = 2M (midpoints 1, 3, 5, 7) give each of the four chunks one.
         ([8 * M], 1, {"cores": 4}, {"split": 8 * M, "open": 256 * K, "row_group": 2 * M, "tasks": [2 * M] * 4}),
