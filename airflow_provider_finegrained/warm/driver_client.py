@@ -59,9 +59,7 @@ class ReadyDriver:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        # Reentrant: Airflow calls on_kill (which sends ``kill``) from a signal handler in the thread that may
-        # be sending a reply at that moment; a handler runs between bytecodes, so frames stay whole.
-        self._send_lock = threading.RLock()
+        self._send_lock = threading.Lock()
         self._closed = False
 
     @classmethod
