@@ -45,16 +45,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             spark.conf.set("spark.sql.shuffle.partitions", str(partitions[stage]))
         sc.setJobGroup(stage, stage)
         started, clock = datetime.now(UTC), time.perf_counter()
-        kwargs: dict[str, DataFrame] = {}
-        for param, ref in STAGE_INPUTS[stage].items():
-            kind, name = parse_input(ref)
-            if kind == "table":
-                kwargs[param] = spark.read.parquet(str(tables / f"{name}.parquet"))
-            elif name in held:
-                kwargs[param] = held.pop(name)
-            else:
-                kwargs[param] = spark.read.parquet(str(out / name))
-        result = tpch_queries.STAGES[stage](spark, **kwargs)
+        result = tpch_queries.STAGES[stage](spark, **stage_inputs(spark, stage, tables, out, held))
         if stage in fused:
             held[stage] = result  # computed inside its consumer's query, as in a pipelined region
         else:
@@ -67,6 +58,21 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     info = {"application_id": sc.applicationId, "stages": stages}
     spark.stop()
     return info
+
+
+def stage_inputs(spark: Any, stage: str, tables: Path, out: Path, held: dict[str, Any]) -> dict[str, Any]:
+    """``stage``'s DataFrames: tables from ``tables``, an upstream handed over in ``held`` (taken out of it), else
+    the parquet its upstream wrote under ``out``."""
+    kwargs: dict[str, Any] = {}
+    for param, ref in STAGE_INPUTS[stage].items():
+        kind, name = parse_input(ref)
+        if kind == "table":
+            kwargs[param] = spark.read.parquet(str(tables / f"{name}.parquet"))
+        elif name in held:
+            kwargs[param] = held.pop(name)
+        else:
+            kwargs[param] = spark.read.parquet(str(out / name))
+    return kwargs
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.compare.pipeline import STAGE_INPUTS, STAGES, fused_producers, parse_input
+from bench.compare.pipeline import STAGES, fused_producers
+from bench.compare.stage_app import stage_inputs
 from bench.substrate.policies import REPO, SPARK_DEFAULTS
 
 ConfFor = Callable[[str], dict[str, str]]
@@ -39,16 +40,7 @@ def run_pipeline(spark: Any, tables: Path, out: Path, conf_for: ConfFor, tag: st
             spark.conf.set(key, value)
         spark.addTag(stage_tag)
         try:
-            kwargs: dict[str, Any] = {}
-            for param, ref in STAGE_INPUTS[stage].items():
-                kind, name = parse_input(ref)
-                if kind == "table":
-                    kwargs[param] = spark.read.parquet(str(tables / f"{name}.parquet"))
-                elif name in held:
-                    kwargs[param] = held.pop(name)
-                else:
-                    kwargs[param] = spark.read.parquet(str(out / name))
-            result = queries.STAGES[stage](spark, **kwargs)
+            result = queries.STAGES[stage](spark, **stage_inputs(spark, stage, tables, out, held))
             if stage in fused:
                 held[stage] = result  # runs inside its consumer's query, as in a pipelined region
             else:
