@@ -15,6 +15,7 @@ Writes bench/results/substrate.json and bench/results/substrate.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -32,7 +33,7 @@ from bench.compare.answers import compare_answers, read_rows
 from bench.compare.oracle import SWEEP_CANDIDATES, best_partitions, scale_key
 from bench.compare.pipeline import ANSWERS, STAGES
 from bench.substrate.policies import REPO, ProviderSizing, oracle_conf, uniform_conf
-from bench.substrate.session_run import run_pipeline
+from bench.substrate.session_run import ConfFor, run_pipeline
 from bench.substrate.spark_metrics import METRICS, stage_metrics
 
 RESULTS = REPO / "bench" / "results"
@@ -87,8 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = policies[repeat % len(policies) :] + policies[: repeat % len(policies)]
                 for policy in order:
                     results["machine"]["load_average_1m"].append(os.getloadavg()[0])
-                    conf_for, decided = _policy(policy, settings, tables, work / key / policy, entry)
-                    run = _run(session, pool, tables, work / key / policy, conf_for, f"{key}-{policy}-{repeat}")
+                    conf_for, options_for, decided = _policy(policy, settings, tables, work / key / policy, entry)
+                    tag = f"{key}-{policy}-{repeat}"
+                    run = _run(session, pool, tables, work / key / policy, conf_for, tag, options_for)
                     run["decided"] = decided
                     entry["runs"][policy].append(run)
                     print(f"SF {key} repeat {repeat} {policy}: {run['wall_s']:.1f} s", flush=True)
@@ -117,14 +119,15 @@ def _start_pool(work: Path) -> tuple[Any, Any, float]:
 
 def _policy(
     policy: str, settings: Any, tables: Path, out: Path, entry: dict[str, Any]
-) -> tuple[Callable[[str], dict[str, str]], dict[str, Any]]:
+) -> tuple[ConfFor, ConfFor | None, dict[str, Any]]:
+    """A policy's session settings and writer options per stage, and what it decided."""
     if policy == "defaults":
-        return (lambda _stage: {}), {}
+        return (lambda _stage: {}), None, {}
     if policy == "oracle":
         best = entry["sweep"]["best"]
-        return (lambda stage: oracle_conf(best, stage)), {s: {"parallelism": best[s]} for s in STAGES}
+        return (lambda stage: oracle_conf(best, stage)), None, {s: {"parallelism": best[s]} for s in STAGES}
     sizing = ProviderSizing(tables, out / "data", settings)
-    return sizing.conf_for, sizing.decided  # filled in as the run decides each region
+    return sizing.conf_for, sizing.write_options_for, sizing.decided  # filled in as the run decides each region
 
 
 def _run(
@@ -132,13 +135,14 @@ def _run(
     pool: Any,
     tables: Path,
     out: Path,
-    conf_for: Callable[[str], dict[str, str]],
+    conf_for: ConfFor,
     tag: str,
+    options_for: ConfFor | None = None,
 ) -> dict[str, Any]:
     spark = session()
     try:
         started = time.perf_counter()
-        stages = run_pipeline(spark, tables, out / "data", conf_for, tag)
+        stages = run_pipeline(spark, tables, out / "data", conf_for, tag, options_for)
         wall = time.perf_counter() - started
     finally:
         spark.stop()
@@ -156,11 +160,15 @@ def _sweep(
     times: dict[int, dict[str, list[float]]] = {}
     for p in candidates:
         for i in range(repeats):
-            run = _run(session, pool, tables, work / f"sweep-{p}", lambda _s, p=p: uniform_conf(p), f"sweep-{p}-{i}")
+            run = _run(session, pool, tables, work / f"sweep-{p}", functools.partial(_uniform, p), f"sweep-{p}-{i}")
             for stage, values in run["stages"].items():
                 times.setdefault(p, {}).setdefault(stage, []).append(values["wall_s"])
             print(f"  sweep {p} partitions: {run['wall_s']:.1f} s", flush=True)
     return {"candidates": {str(p): t for p, t in times.items()}, "best": best_partitions(times)}
+
+
+def _uniform(partitions: int, _stage: str) -> dict[str, str]:
+    return uniform_conf(partitions)
 
 
 def _answers_agree(entry: dict[str, Any], policies: list[str]) -> bool:

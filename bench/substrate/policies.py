@@ -50,6 +50,7 @@ class ProviderSizing:
     aqe: bool = True
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
     _region_confs: dict[str, dict[str, str]] = field(default_factory=dict)
+    _write_options: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from airflow_provider_finegrained.dags.reader import read_dag
@@ -65,10 +66,16 @@ class ProviderSizing:
             self._decide(self.plan.stages[stage].region)
         return self._region_confs[stage]
 
+    def write_options_for(self, stage: str) -> dict[str, str]:
+        """The writer options of ``stage``'s output (decided with its region)."""
+        self.conf_for(stage)
+        return self._write_options[stage]
+
     def _decide(self, region: str) -> None:
         from airflow_provider_finegrained.contract import OutputRecord
-        from airflow_provider_finegrained.execution.region_job import adaptive_conf
+        from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
         from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
+        from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
 
         inputs: dict[str, StageInputs] = {}
         for member in self.plan.regions[region]:
@@ -86,8 +93,16 @@ class ProviderSizing:
         config_for = self.settings.parallelism_config
         decision = decide_region(self.plan, region, inputs, lambda _: config_for(), self.settings.cluster_profile())
         for member in self.plan.regions[region]:
+            # What the region job sets before the stage (execution/region_job.py): the stage's settings with
+            # a handed-over producer's scan settings carried, AQE sized from the scanned files' balance, and
+            # the writer's row groups cut for the consumers' splits.
             sizing = decision.sizing.stages[member]
-            self._region_confs[member] = {**sizing.session_conf(), **adaptive_conf(self.aqe, config_for())}
+            balance = decision.sizing.stages[scans_of(decision, member)].balance
+            self._region_confs[member] = {
+                **stage_session_conf(decision, member),
+                **adaptive_conf(self.aqe, config_for(), balance),
+            }
+            self._write_options[member] = write_options("parquet", [config_for()])
             trace = decision.traces[member]
             self.decided[member] = {
                 "parallelism": sizing.parallelism,

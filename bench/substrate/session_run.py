@@ -22,8 +22,13 @@ from bench.substrate.policies import REPO, SPARK_DEFAULTS
 ConfFor = Callable[[str], dict[str, str]]
 
 
-def run_pipeline(spark: Any, tables: Path, out: Path, conf_for: ConfFor, tag: str) -> dict[str, dict[str, Any]]:
-    """Run every stage in order; per stage its wall time, tag and the settings it ran with."""
+def run_pipeline(
+    spark: Any, tables: Path, out: Path, conf_for: ConfFor, tag: str, options_for: ConfFor | None = None
+) -> dict[str, dict[str, Any]]:
+    """Run every stage in order; per stage its wall time, tag and the settings it ran with.
+
+    ``options_for``: a stage's parquet writer options (the provider's row groups); none by default.
+    """
     if str(REPO / "dags_examples") not in sys.path:
         sys.path.insert(0, str(REPO / "dags_examples"))
     queries = importlib.import_module("tpch_queries")
@@ -44,7 +49,8 @@ def run_pipeline(spark: Any, tables: Path, out: Path, conf_for: ConfFor, tag: st
             if stage in fused:
                 held[stage] = result  # runs inside its consumer's query, as in a pipelined region
             else:
-                result.write.mode("overwrite").parquet(str(out / stage))
+                options = options_for(stage) if options_for else {}
+                result.write.mode("overwrite").options(**options).parquet(str(out / stage))
         finally:
             spark.removeTag(stage_tag)
         stages[stage] = {"wall_s": time.perf_counter() - started, "tag": stage_tag, "conf": conf_for(stage)}
