@@ -2,7 +2,9 @@
 
 Wraps ``runtime/connect_region.py``: ``submit`` opens nothing yet, ``wait`` runs the region's stages in
 the pool (holding a lease so the pool is not stopped under it), ``kill`` interrupts this region's
-session only (the pool and other regions go on).
+session only (the pool and other regions go on). The stages run in the pool's ready region driver
+(``warm/region_driver.py``: pyspark's Connect client already imported) when it listens, else in this
+task process, which then pays the client's import (seconds; the task log says so).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.runtime.connect_region import ConnectSessions
     from airflow_provider_finegrained.warm import WarmPool
+    from airflow_provider_finegrained.warm.driver_client import ReadyDriver, SessionRecorder
 
 
 class WarmLauncher:
@@ -54,6 +57,7 @@ class WarmLauncher:
         self._spec: LaunchSpec | None = None
         self._events = LaunchEvents()
         self._sessions: ConnectSessions | None = None
+        self._driver: ReadyDriver | None = None
         self._result: LaunchResult | None = None
 
     def application_conf(self, app_name: str) -> dict[str, str]:
@@ -68,32 +72,95 @@ class WarmLauncher:
         return LaunchHandle(self.name, spec.app_name, self.pool.url)
 
     def wait(self, handle: LaunchHandle) -> LaunchResult:
-        from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
-        from airflow_provider_finegrained.runtime.job import RegionJob
         from airflow_provider_finegrained.warm import in_use
+        from airflow_provider_finegrained.warm.driver_client import ReadyDriver, unavailable_reason
 
         if self._spec is None:
             raise RuntimeError("warm launcher: nothing was submitted")
+        clock = time.perf_counter()
+        with in_use(self.pool) as lease:
+            # The pool's ready driver has pyspark's Connect client imported already (seconds a fresh task
+            # process would spend on pandas, pyarrow and gRPC): it runs the region in a child of its own.
+            driver = ReadyDriver.connect(self.pool)
+            if driver is not None:
+                with self._lock:
+                    killed, self._driver = self._killed, driver
+                try:
+                    if not killed:
+                        result = self._wait_in_driver(driver, lease.record_session, clock)
+                        if result is not None:
+                            return result
+                finally:
+                    with self._lock:
+                        self._driver = None
+                    driver.close()
+            else:
+                self.log.info(
+                    "Region %s runs in this task process: %s (importing pyspark's Connect client takes seconds)",
+                    self._spec.region,
+                    unavailable_reason(self.pool) or "the pool's ready driver did not answer",
+                )
+            return self._wait_in_process(lease.record_session, clock)
+
+    def _wait_in_driver(self, driver: ReadyDriver, record: SessionRecorder, clock: float) -> LaunchResult | None:
+        """The region run by the pool's ready driver; None if it refused the job (nothing ran)."""
+        from dataclasses import asdict
+
+        from airflow_provider_finegrained.runtime.job import RegionJob
+        from airflow_provider_finegrained.warm.driver_client import DriverRefused, request_for
+
+        assert self._spec is not None
+        job = RegionJob.load(self._spec.job_path)
+        self.log.info("Region %s runs in the warm pool's ready region driver", self._spec.region)
+        try:
+            outcome = driver.run(request_for(asdict(job), self.pool), record, _echo)
+        except DriverRefused as exc:
+            self.log.warning(
+                "The warm pool's ready region driver refused region %s (%s): it runs in this task process",
+                self._spec.region,
+                exc,
+            )
+            return None
+        if not outcome.complete:
+            self.log.error("Region %s: %s", self._spec.region, outcome.error)
+        return self._finish(
+            failed=outcome.failed is not None or not outcome.complete,
+            application_id=outcome.application_id,
+            sessions=outcome.sessions,
+            clock=clock,
+        )
+
+    def _wait_in_process(self, record: SessionRecorder, clock: float) -> LaunchResult:
+        from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
+        from airflow_provider_finegrained.runtime.job import RegionJob
+
+        assert self._spec is not None
         job = RegionJob.load(self._spec.job_path)
         sessions = ConnectSessions(self.pool.url, self.pool.ui_url, token=self.pool.token)
         with self._lock:
             if self._killed:
                 raise LaunchCancelled(f"region {self._spec.region} was killed before it started")
             self._sessions = sessions
-        clock = time.perf_counter()
-        with in_use(self.pool) as lease:
-            # Each session is on the lease before it runs: if this process dies, the pool stops them.
-            sessions.on_session = lease.record_session
-            failed = run_region_warm(job, sessions)
-        application_id = sessions.application_id or self.pool.application_id
+        # Each session is on the lease before it runs: if this process dies, the pool stops them.
+        sessions.on_session = record
+        failed = run_region_warm(job, sessions)
+        return self._finish(
+            failed=failed is not None,
+            application_id=sessions.application_id,
+            sessions=dict(sessions.session_ids),
+            clock=clock,
+        )
+
+    def _finish(self, *, failed: bool, application_id: str, sessions: dict[str, str], clock: float) -> LaunchResult:
+        application_id = application_id or self.pool.application_id or ""
         if application_id:
             self._events.on_application(application_id)
         self._result = LaunchResult(
             returncode=1 if failed else 0,
-            application_id=application_id,
+            application_id=application_id or None,
             duration_s=time.perf_counter() - clock,
             killed=self._killed,
-            sessions=dict(sessions.session_ids),
+            sessions=sessions,
         )
         return self._result
 
@@ -108,7 +175,10 @@ class WarmLauncher:
     def kill(self, handle: LaunchHandle | None) -> str:
         with self._lock:
             self._killed = True
-            sessions = self._sessions
+            sessions, driver = self._sessions, self._driver
+        if driver is not None:
+            driver.kill()  # the driver interrupts this region's session only; the stages report it
+            return f"asked the ready region driver of {self.pool.url} to interrupt the region's session"
         if sessions is None:
             return "nothing was started in the pool"
         sessions.interrupt()  # this region's session only: the pool and other regions go on
@@ -119,3 +189,8 @@ class WarmLauncher:
 
     def ui_links(self, application_id: str | None, driver_ui_url: str | None = None) -> SparkUITargets:
         return ui_targets(application_id, driver_ui_url or self.pool.ui_url, None, self.settings.history_server_url)
+
+
+def _echo(line: str) -> None:
+    # The region's lines land where they would had it run here: this process's output, which Airflow logs.
+    print(line, flush=True)

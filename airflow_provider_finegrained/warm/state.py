@@ -3,7 +3,8 @@
 Layout of a folder: ``pool.json`` (written by the supervisor: phase, url, pids, app id, UI, shape),
 ``token`` (0600: the pool's Connect token, see ``warm.auth``), ``start.lock`` (flock: one starter, or
 the idle stop, at a time), ``leases/`` (one flocked, heartbeating file per region running in the pool,
-recording its Connect sessions), ``last_used`` (its mtime is the last use) and the two logs.
+recording its Connect sessions), ``last_used`` (its mtime is the last use), the ready region driver's
+socket ``driver.sock`` (0600) and the three logs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ LAST_USED = "last_used"
 SERVER_LOG = "server.log"
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_MODULE = "airflow_provider_finegrained.warm.supervisor"
+DRIVER_MODULE = "airflow_provider_finegrained.warm.region_driver"
+DRIVER_LOG = "driver.log"
 
 
 class WarmPoolUnavailable(RuntimeError):
@@ -346,7 +349,8 @@ def pool_processes(folder: str) -> list[psutil.Process]:
         with contextlib.suppress(psutil.Error):
             cmdline = proc.cmdline()
             server = SERVER_CLASS in cmdline and marker in cmdline
-            supervisor = SUPERVISOR_MODULE in cmdline and folder in cmdline
+            # The ready driver and its forked children (their command line is the driver's) too.
+            supervisor = (SUPERVISOR_MODULE in cmdline or DRIVER_MODULE in cmdline) and folder in cmdline
             if (server or supervisor) and proc.status() != psutil.STATUS_ZOMBIE:
                 found[proc.pid] = proc
     return live(with_descendants(found.values()))

@@ -6,7 +6,8 @@ command line. It owns the server JVM: starts it so that it dies with the supervi
 even on SIGKILL) with the token in its environment and the secret settings in a 0600 properties file
 removed once the server is up, records it in ``pool.json``, stops it after the idle timeout with no
 lease held, and stops it when terminated. It polices the leases: a region whose holder died (or whose
-heartbeat went stale) has its Connect sessions interrupted and released.
+heartbeat went stale) has its Connect sessions interrupted and released. It also keeps the pool's ready
+region driver (``warm/region_driver.py``) running beside the server, started again should it exit.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from airflow_provider_finegrained.spark.properties_file import properties_file_a
 from airflow_provider_finegrained.warm.auth import TOKEN_ENV, client_url
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import (
+    DRIVER_LOG,
+    DRIVER_MODULE,
     SERVER_LOG,
     ExpiredLease,
     expire_leases,
@@ -51,6 +54,8 @@ POLL_S = 0.5
 STOP_GRACE_S = 20.0
 RELEASE_ATTEMPTS = 3
 RELEASE_RETRY_S = 1.0
+DRIVER_RESTART_S = 10.0
+"""A ready driver that exited is started again, at most this often."""
 _UI_RE = re.compile(r"Start Jetty (\S+):(\d+) for SparkUI")
 
 
@@ -82,6 +87,8 @@ class Supervisor:
         self._log_start = 0
         self.token: str | None = spec.get("token")
         self._client_loaded = threading.Event()
+        self.driver: subprocess.Popen[bytes] | None = None
+        self._driver_started = 0.0
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = True
@@ -112,14 +119,70 @@ class Supervisor:
                 log.close()
                 self.state["server_pid"] = self.server.pid
                 write_state(self.folder, self.state)
+                # Its imports overlap the server's start: it listens by the time the first region comes.
+                self._start_driver()
                 ready = self._wait_ready()
             if not ready:
                 return 1
             self._watch()
         finally:
             log.close()
+            self._stop_driver()
             self._stop_server()
         return 0
+
+    def _start_driver(self) -> None:
+        """Start the ready region driver (``warm/region_driver.py``) unless the spec turns it off."""
+        if not self.spec.get("ready_driver", True):
+            return
+        self._driver_started = time.monotonic()
+        with open(os.path.join(self.folder, DRIVER_LOG), "ab") as out:
+            driver = subprocess.Popen(
+                [sys.executable, "-m", DRIVER_MODULE, "--folder", self.folder],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.folder,
+            )
+        assert driver.stdin is not None
+        # The pool's URL and token through stdin: never on a command line.
+        with contextlib.suppress(OSError):
+            spec = {"url": self.spec["url"], "token": self.token, "parent": os.getpid()}
+            driver.stdin.write(json.dumps(spec).encode())
+            driver.stdin.close()
+        self.driver = driver
+        self.state["driver_pid"] = driver.pid
+        write_state(self.folder, self.state)
+
+    def _keep_driver(self) -> None:
+        """Start the ready driver again if it exited (not more often than every DRIVER_RESTART_S)."""
+        driver = self.driver
+        if driver is None or driver.poll() is None:
+            return
+        if time.monotonic() - self._driver_started < DRIVER_RESTART_S:
+            return
+        print(f"ready region driver exited with code {driver.returncode}: starting it again", flush=True)
+        self._start_driver()
+
+    def _stop_driver(self) -> None:
+        """Stop the ready driver and the region children it forked."""
+        driver = self.driver
+        if driver is None:
+            return
+        procs: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(driver.pid)
+            procs = [root, *root.children(recursive=True)]
+
+        def reap() -> None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                driver.wait(timeout=1.0)
+
+        try:
+            terminate_processes(lambda: procs, 5.0, "warm pool's ready driver", before_check=reap)
+        except ProcessTreeSurvivedError as exc:
+            print(f"warm pool: {exc}", flush=True)
+        self.driver = None
 
     def _fail(self, message: str) -> bool:
         self.state.update(phase="failed", error=message)
@@ -191,6 +254,7 @@ class Supervisor:
                 self._fail(f"the server exited with code {self.server.returncode}")
                 return
             self._police_leases()
+            self._keep_driver()
             if self.idle_timeout > 0 and self._idle_for() >= self.idle_timeout and live_leases(self.folder) == 0:
                 # Decided under the start lock: a lease is only taken under it, so none can slip in now.
                 with start_lock(self.folder, 0) as held:
@@ -198,6 +262,7 @@ class Supervisor:
                         print(f"idle for {self.idle_timeout:g} s with no lease: stopping", flush=True)
                         self.state.update(phase="stopping", reason="idle")
                         write_state(self.folder, self.state)
+                        self._stop_driver()
                         self._stop_server()
                         remove_state(self.folder, os.getpid())
                         return

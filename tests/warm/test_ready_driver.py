@@ -1,0 +1,214 @@
+"""The pool's ready region driver: a fresh task process hands its region to a pre-imported driver.
+
+Real parts: the session's embedded warm pool (tests/conftest.py), its ready driver, the warm launcher in
+a fresh Python process (as an Airflow task is), real Spark Connect sessions. One test proves the outputs
+match the in-process path and that a killed task leaves no process and no Spark job behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_finegrained.launchers.http import get_json
+from airflow_provider_finegrained.warm import WarmPool
+from airflow_provider_finegrained.warm.driver_protocol import SOCKET_NAME
+from tests.conftest import embedded_settings
+from tests.warm.conftest import alive, wait_until
+
+pytestmark = pytest.mark.slow
+
+NUMBERS = """
+import os
+from airflow_provider_finegrained.runtime.api import current_stage
+
+stage = current_stage()
+partitions = stage.spark.conf.get("spark.sql.shuffle.partitions")
+print(f"numbers sees {partitions} shuffle partitions, TASK_MARK={os.environ.get('TASK_MARK')}", flush=True)
+stage.publish(stage.spark.range(1000).selectExpr("id AS n", "id % 7 AS key", f"'{partitions}' AS partitions"))
+"""
+
+TOTALS = """
+from airflow_provider_finegrained.runtime.api import current_stage
+
+stage = current_stage()
+stage.publish(stage.inputs["numbers"].groupBy("key", "partitions").sum("n").withColumnRenamed("sum(n)", "total"))
+"""
+
+SLOW = """
+from pyspark.sql.functions import udf
+from airflow_provider_finegrained.runtime.api import current_stage
+
+@udf("long")
+def slow(x):
+    import time
+    time.sleep(60)
+    return x
+
+stage = current_stage()
+print("slow stage running", flush=True)
+stage.publish(stage.spark.range(0, 4, 1, 2).select(slow("id").alias("n")).localCheckpoint())
+"""
+
+# A task as Airflow runs it: a fresh Python process that runs one region through the warm launcher.
+TASK = """
+import json, sys, time
+began = time.time()
+from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.launchers.base import LaunchSpec
+from airflow_provider_finegrained.launchers.warm import WarmLauncher
+from airflow_provider_finegrained.warm.state import pool_from_state, read_state
+
+folder, job_path, home = sys.argv[1:4]
+pool = pool_from_state(folder, read_state(folder))
+launcher = WarmLauncher(ConnectionSettings.embedded_default(airflow_home=home), pool)
+print("TASK_PID", flush=True)
+result = launcher.wait(launcher.submit(LaunchSpec("region-0", "ready-driver-test", job_path)))
+imported = "pyspark.sql.connect.session" in sys.modules
+print("RESULT " + json.dumps({"returncode": result.returncode, "connect_imported": imported, "began": began}))
+"""
+
+
+def write_job(folder: Path, apps: dict[str, str], *, handover: bool) -> str:
+    from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob
+
+    folder.mkdir(parents=True)
+    stages = []
+    for name, code in apps.items():
+        (folder / f"{name}.py").write_text(textwrap.dedent(code))
+        inputs = [InputRef("numbers", "stage", stage="numbers")] if name == "totals" else []
+        stages.append(
+            StageJob(
+                name,
+                inputs,
+                {"spark.sql.shuffle.partitions": "3"},
+                str(folder / "out" / name) if name != "numbers" or not handover else None,
+                application=str(folder / f"{name}.py"),
+                handover=handover and name == "numbers",
+            )
+        )
+    job = RegionJob("region-0", "ready_driver", "manual__1", 1, str(folder), str(folder), stages)
+    return job.dump()
+
+
+def table(folder: Path, stage: str) -> list[dict[str, Any]]:
+    from airflow_provider_finegrained.runtime.output import read_committed
+
+    committed = read_committed(str(folder / "out" / stage))
+    rows = pq.ParquetDataset([u.removeprefix("file://") for u in committed.uris]).read().to_pylist()
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True))
+
+
+def statuses(folder: Path) -> dict[str, str]:
+    return {p.name: json.loads(p.read_text())["state"] for p in folder.glob("status-*.json")}
+
+
+def driver_children(pool: WarmPool) -> list[psutil.Process]:
+    from airflow_provider_finegrained.warm import status
+
+    assert pool.folder is not None
+    info = status(pool.folder)
+    assert info is not None and info.get("driver_pid"), info
+    return [p for p in psutil.Process(info["driver_pid"]).children() if p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.fixture(scope="module")
+def pool(warm_pool_folder: str) -> Iterator[WarmPool]:
+    from airflow_provider_finegrained import warm
+
+    pool = warm.ensure_started(embedded_settings())
+    socket = Path(warm_pool_folder) / SOCKET_NAME
+    wait_until(socket.exists, 120, "the pool's ready driver to listen")
+    yield pool
+
+
+def start_task(pool: WarmPool, job_path: str, tmp_path: Path, log: Path) -> subprocess.Popen[bytes]:
+    assert pool.folder is not None
+    env = {**os.environ, "TASK_MARK": "from-the-task"}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", TASK, pool.folder, job_path, str(tmp_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def test_a_fresh_task_runs_its_region_in_the_ready_driver_as_in_process_and_leaves_nothing_when_killed(
+    pool: WarmPool, tmp_path: Path
+) -> None:
+    from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
+    from airflow_provider_finegrained.runtime.job import RegionJob
+
+    apps = {"numbers": NUMBERS, "totals": TOTALS}
+    # The region through the ready driver, from a fresh process that never imports pyspark's Connect client.
+    driven = tmp_path / "driven"
+    log = tmp_path / "task.log"
+    task = start_task(pool, write_job(driven, apps, handover=True), tmp_path, log)
+    assert task.wait(timeout=300) == 0, log.read_text()[-3000:]
+    output = log.read_text()
+    result = json.loads(output.split("RESULT ", 1)[1])
+    assert result["returncode"] == 0 and result["connect_imported"] is False, output
+    assert "runs in the warm pool's ready region driver" in output or "ready region driver" in output, output
+    # The stage's lines (and the task's environment) came back through the driver.
+    assert "numbers sees 3 shuffle partitions, TASK_MARK=from-the-task" in output, output
+    assert "[finegrained] stage totals: committed 7 rows" in output, output
+
+    # The same region in this process (the fallback path): the same statuses, the same output.
+    local = tmp_path / "local"
+    job = RegionJob.load(write_job(local, apps, handover=True))
+    assert run_region_warm(job, ConnectSessions(pool.url, pool.ui_url, token=pool.token)) is None
+    assert statuses(driven) == statuses(local) == {"status-numbers.json": "success", "status-totals.json": "success"}
+    assert table(driven, "totals") == table(local, "totals")
+    assert len(table(driven, "totals")) == 7 and {row["partitions"] for row in table(driven, "totals")} == {"3"}
+
+    # A task killed (SIGKILL, no word) mid-job: its child in the driver and its Spark job end within seconds.
+    slow = tmp_path / "slow"
+    log = tmp_path / "slow.log"
+    before = {job["jobId"] for job in jobs(pool)}
+    task = start_task(pool, write_job(slow, {"slow": SLOW}, handover=False), tmp_path, log)
+    try:
+        wait_until(
+            lambda: "slow stage running" in log.read_text() and running_job(pool, before) is not None,
+            120,
+            "the slow job",
+        )
+        children = driver_children(pool)
+        assert len(children) == 1, children
+        job_id = running_job(pool, before)
+        killed_at = time.monotonic()
+        task.send_signal(signal.SIGKILL)
+        task.wait()
+        wait_until(lambda: not alive(children[0].pid), 15, "the task's child in the driver to exit")
+        wait_until(
+            lambda: not any(j["jobId"] == job_id and j["status"] == "RUNNING" for j in jobs(pool)), 30, "the job"
+        )
+        assert time.monotonic() - killed_at < 20
+        assert driver_children(pool) == []
+        assert not (slow / "out" / "slow").exists() or not any((slow / "out" / "slow").rglob("_COMMITTED*"))
+    finally:
+        if task.poll() is None:
+            task.kill()
+            task.wait()
+
+
+def jobs(pool: WarmPool) -> list[dict[str, Any]]:
+    answer: list[dict[str, Any]] = get_json(f"{pool.ui_url}/api/v1/applications/{pool.application_id}/jobs")
+    return answer
+
+
+def running_job(pool: WarmPool, before: set[int]) -> int | None:
+    running = [job["jobId"] for job in jobs(pool) if job["status"] == "RUNNING" and job["jobId"] not in before]
+    return running[0] if running else None
