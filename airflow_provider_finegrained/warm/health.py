@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from urllib.parse import urlsplit
 
 from airflow_provider_finegrained.secrets import REDACTED
@@ -24,14 +25,18 @@ def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True, token:
     """Raise WarmPoolUnavailable (naming `url` and what failed) unless the server answers a trivial query.
 
     The channel must be ready within `timeout_s`; then ``spark.range(1).count()`` runs in a fresh
-    Connect session, which is released afterwards. ``query=False`` checks the channel only: enough for
-    a pool this provider started and already saw answer, and it keeps a warm stage's start short.
+    Connect session, which is released afterwards. ``query=False`` checks only that the server's port
+    takes a connection: enough for a pool this provider started and already saw answer (its supervisor
+    watches the JVM), and it keeps a warm stage's start short (no gRPC import in the task process).
     ``token``: the server's pre-shared token (a pool this provider started has one: ``WarmPool.token``);
     without it a client uses ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` if that is set. Never logged.
     """
+    target = grpc_target(url)
+    if not query:
+        check_listening(url, timeout_s)
+        return
     import grpc  # type: ignore[import-untyped, unused-ignore]
 
-    target = grpc_target(url)
     channel = grpc.insecure_channel(target)
     try:
         grpc.channel_ready_future(channel).result(timeout=timeout_s)
@@ -41,10 +46,22 @@ def check_health(url: str, timeout_s: float = 5.0, *, query: bool = True, token:
         ) from None
     finally:
         channel.close()
-    if not query:
-        return
     with connect_client_env_restored():
         _query(url, token)
+
+
+def check_listening(url: str, timeout_s: float = 5.0) -> None:
+    """Raise WarmPoolUnavailable unless the server's port takes a TCP connection within ``timeout_s``."""
+    parts = urlsplit(url)
+    target = grpc_target(url)
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or SPARK_CONNECT_PORT), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise WarmPoolUnavailable(
+            f"the Spark Connect server at {url} is unreachable: no connection to {target} within {timeout_s:g} s "
+            f"({exc.strerror or exc})"
+        ) from None
 
 
 def check_pool(pool: WarmPool, timeout_s: float = 5.0, *, query: bool = True) -> None:

@@ -234,3 +234,30 @@ def test_the_driver_socket_is_owner_only_and_refuses_a_wrong_token_or_job(tmp_pa
     finally:
         server.kill()
         server.wait()
+
+
+LISTENING = """
+import sys
+from airflow_provider_finegrained.warm.health import check_health
+check_health(sys.argv[1], 5.0, query=False)
+print("grpc imported:", "grpc" in sys.modules)
+"""
+
+
+def test_a_running_pools_check_is_a_port_check_without_grpc() -> None:
+    from airflow_provider_finegrained.warm import WarmPoolUnavailable
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        url = f"sc://127.0.0.1:{listener.getsockname()[1]}"
+        done = subprocess.run([sys.executable, "-c", LISTENING, url], capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == "grpc imported: False"
+    with pytest.raises(WarmPoolUnavailable, match=rf"server at {url} is unreachable: no connection to 127.0.0.1"):
+        subprocess_free_check(url)
+
+
+def subprocess_free_check(url: str) -> None:
+    from airflow_provider_finegrained.warm.health import check_health
+
+    check_health(url, 2.0, query=False)
