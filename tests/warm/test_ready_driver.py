@@ -54,7 +54,7 @@ from airflow_provider_finegrained.runtime.api import current_stage
 @udf("long")
 def slow(x):
     import time
-    time.sleep(60)
+    time.sleep(600)  # still running when the test kills its task, however long the other region took
     return x
 
 stage = current_stage()
@@ -64,8 +64,9 @@ stage.publish(stage.spark.range(0, 4, 1, 2).select(slow("id").alias("n")).localC
 
 # A task as Airflow runs it: a fresh Python process that runs one region through the warm launcher.
 TASK = """
-import json, sys, time
+import json, logging, sys, time
 began = time.time()
+logging.basicConfig(level=logging.INFO, format="%(message)s")
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.warm import WarmLauncher
@@ -153,35 +154,36 @@ def test_a_fresh_task_runs_its_region_in_the_ready_driver_as_in_process_and_leav
     from airflow_provider_finegrained.runtime.job import RegionJob
 
     apps = {"numbers": NUMBERS, "totals": TOTALS}
-    # The region through the ready driver, from a fresh process that never imports pyspark's Connect client.
-    driven = tmp_path / "driven"
-    log = tmp_path / "task.log"
-    task = start_task(pool, write_job(driven, apps, handover=True), tmp_path, log)
-    assert task.wait(timeout=300) == 0, log.read_text()[-3000:]
-    output = log.read_text()
-    result = json.loads(output.split("RESULT ", 1)[1])
-    assert result["returncode"] == 0 and result["connect_imported"] is False, output
-    assert "runs in the warm pool's ready region driver" in output or "ready region driver" in output, output
-    # The stage's lines (and the task's environment) came back through the driver.
-    assert "numbers sees 3 shuffle partitions, TASK_MARK=from-the-task" in output, output
-    assert "[finegrained] stage totals: committed 7 rows" in output, output
-
-    # The same region in this process (the fallback path): the same statuses, the same output.
-    local = tmp_path / "local"
-    job = RegionJob.load(write_job(local, apps, handover=True))
-    assert run_region_warm(job, ConnectSessions(pool.url, pool.ui_url, token=pool.token)) is None
-    assert statuses(driven) == statuses(local) == {"status-numbers.json": "success", "status-totals.json": "success"}
-    assert table(driven, "totals") == table(local, "totals")
-    assert len(table(driven, "totals")) == 7 and {row["partitions"] for row in table(driven, "totals")} == {"3"}
-
-    # A task killed (SIGKILL, no word) mid-job: its child in the driver and its Spark job end within seconds.
-    slow = tmp_path / "slow"
-    log = tmp_path / "slow.log"
+    # Two tasks at once (each a fresh process that never imports pyspark's Connect client): one region to
+    # compare with the in-process path, one slow region to kill. Started together to keep the test short.
+    slow, slow_log = tmp_path / "slow", tmp_path / "slow.log"
     before = {job["jobId"] for job in jobs(pool)}
-    task = start_task(pool, write_job(slow, {"slow": SLOW}, handover=False), tmp_path, log)
+    killed = start_task(pool, write_job(slow, {"slow": SLOW}, handover=False), tmp_path, slow_log)
+    driven, log = tmp_path / "driven", tmp_path / "task.log"
+    task = start_task(pool, write_job(driven, apps, handover=True), tmp_path, log)
     try:
+        # The same region in this process (the fallback path), meanwhile.
+        local = tmp_path / "local"
+        job = RegionJob.load(write_job(local, apps, handover=True))
+        assert run_region_warm(job, ConnectSessions(pool.url, pool.ui_url, token=pool.token)) is None
+
+        assert task.wait(timeout=300) == 0, log.read_text()[-3000:]
+        output = log.read_text()
+        result = json.loads(output.split("RESULT ", 1)[1])
+        assert result["returncode"] == 0 and result["connect_imported"] is False, output
+        assert "Region region-0 runs in the warm pool's ready region driver" in output, output
+        # The stage's lines (and the task's environment) came back through the driver.
+        assert "numbers sees 3 shuffle partitions, TASK_MARK=from-the-task" in output, output
+        assert "[finegrained] stage totals: committed 7 rows" in output, output
+        assert (
+            statuses(driven) == statuses(local) == {"status-numbers.json": "success", "status-totals.json": "success"}
+        )
+        assert table(driven, "totals") == table(local, "totals")
+        assert len(table(driven, "totals")) == 7 and {row["partitions"] for row in table(driven, "totals")} == {"3"}
+
+        # The slow task killed (SIGKILL, no word) mid-job: its child in the driver and its Spark job end in seconds.
         wait_until(
-            lambda: "slow stage running" in log.read_text() and running_job(pool, before) is not None,
+            lambda: "slow stage running" in slow_log.read_text() and running_job(pool, before) is not None,
             120,
             "the slow job",
         )
@@ -189,19 +191,20 @@ def test_a_fresh_task_runs_its_region_in_the_ready_driver_as_in_process_and_leav
         assert len(children) == 1, children
         job_id = running_job(pool, before)
         killed_at = time.monotonic()
-        task.send_signal(signal.SIGKILL)
-        task.wait()
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
         wait_until(lambda: not alive(children[0].pid), 15, "the task's child in the driver to exit")
         wait_until(
             lambda: not any(j["jobId"] == job_id and j["status"] == "RUNNING" for j in jobs(pool)), 30, "the job"
         )
         assert time.monotonic() - killed_at < 20
         assert driver_children(pool) == []
-        assert not (slow / "out" / "slow").exists() or not any((slow / "out" / "slow").rglob("_COMMITTED*"))
+        assert not any((slow / "out").rglob("_COMMITTED*")) if (slow / "out").exists() else True
     finally:
-        if task.poll() is None:
-            task.kill()
-            task.wait()
+        for process in (task, killed):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def jobs(pool: WarmPool) -> list[dict[str, Any]]:
