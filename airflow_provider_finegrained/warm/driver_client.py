@@ -59,7 +59,9 @@ class ReadyDriver:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._send_lock = threading.Lock()
+        # Reentrant: Airflow calls on_kill (which sends ``kill``) from a signal handler in the thread that may
+        # be sending a reply at that moment; a handler runs between bytecodes, so frames stay whole.
+        self._send_lock = threading.RLock()
         self._closed = False
 
     @classmethod
