@@ -166,22 +166,8 @@ class Supervisor:
 
     def _stop_driver(self) -> None:
         """Stop the ready driver and the region children it forked."""
-        driver = self.driver
-        if driver is None:
-            return
-        procs: list[psutil.Process] = []
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(driver.pid)
-            procs = [root, *root.children(recursive=True)]
-
-        def reap() -> None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                driver.wait(timeout=1.0)
-
-        try:
-            terminate_processes(lambda: procs, 5.0, "warm pool's ready driver", before_check=reap)
-        except ProcessTreeSurvivedError as exc:
-            print(f"warm pool: {exc}", flush=True)
+        if self.driver is not None:
+            _stop_tree(self.driver, 5.0, 1.0, "warm pool's ready driver")
         self.driver = None
 
     def _fail(self, message: str) -> bool:
@@ -326,24 +312,27 @@ class Supervisor:
 
     def _stop_server(self) -> None:
         """SIGTERM the server and its children (the JVM stops its context), SIGKILL what is left."""
-        server = self.server
-        if server is None:
-            return
-        procs: list[psutil.Process] = []
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(server.pid)
-            procs = [root, *root.children(recursive=True)]
-
-        def reap() -> None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.wait(timeout=5.0)
-
-        try:
-            # The tree as found before the first signal: once the server is reaped its pid is not ours.
-            terminate_processes(lambda: procs, STOP_GRACE_S, "warm pool's server", before_check=reap)
-        except ProcessTreeSurvivedError as exc:  # the pool's stop finds them again by their command line
-            print(f"warm pool: {exc}", flush=True)
+        if self.server is not None:
+            _stop_tree(self.server, STOP_GRACE_S, 5.0, "warm pool's server")
         self.server = None
+
+
+def _stop_tree(process: subprocess.Popen[bytes], grace_s: float, reap_s: float, what: str) -> None:
+    """SIGTERM ``process`` and its children, SIGKILL what is left after ``grace_s``."""
+    procs: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(process.pid)
+        procs = [root, *root.children(recursive=True)]
+
+    def reap() -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=reap_s)
+
+    try:
+        # The tree as found before the first signal: once the process is reaped its pid is not ours.
+        terminate_processes(lambda: procs, grace_s, what, before_check=reap)
+    except ProcessTreeSurvivedError as exc:  # the pool's stop finds them again by their command line
+        print(f"warm pool: {exc}", flush=True)
 
 
 def _load_client() -> None:
