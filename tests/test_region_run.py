@@ -119,3 +119,136 @@ def test_a_learned_memory_expansion_moves_the_memory_floor() -> None:
 def test_a_learned_expansion_refuses_nonsense(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         LearnedExpansion(**kwargs)
+
+
+FILES_640 = [64 * MiB] * 10
+# The file scans follow the bytes on disk; a learned work factor corrects only the shuffle partitions.
+# (case, work, files read, stage config, expected decided, shuffle partitions, scan tasks, maxPartitionBytes)
+# Local, 2 slots, memory factor 0.01 (no memory floor); by hand:
+SIDE_CASES = [
+    # 640 MiB x 0.0156 = 10 MiB: 1 partition; the scan: 640 / 64 = 10 splits of 64 MiB.
+    ("factor-below-1", 0.0156, FILES_640, CONFIG, 1, 1, 10, 64 * MiB),
+    # 150 MiB x 3.1 = 465 MiB: 8 partitions; the scan: 150 / 64 = 2.3 -> 3 -> 4 (even waves), 37.5 MiB each.
+    ("factor-above-1", 3.1, [150 * MiB], CONFIG, 8, 8, 4, 150 * MiB // 4),
+    # Nothing read: both sides at min_parallelism, the split at its 1 MiB floor.
+    ("zero-bytes", 2.0, [0], CONFIG, 1, 1, 1, MiB),
+    # min 4 is above the corrected 1: the shuffle stops at 4; the scan's 10 is within the bounds.
+    ("corrected-below-min", 0.0156, FILES_640, ParallelismConfig(avg_bytes_per_task="64m", min_parallelism=4), 4, 4,
+     10, 64 * MiB),
+    # max 4 is below the bytes on disk: the scan obeys it too (4 splits of 160 MiB).
+    ("scan-above-max", 0.0156, FILES_640, ParallelismConfig(avg_bytes_per_task="64m", max_parallelism=4), 1, 1, 4,
+     160 * MiB),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("work", "files", "config", "decided", "shuffle", "scan", "split"),
+    [c[1:] for c in SIDE_CASES],
+    ids=[c[0] for c in SIDE_CASES],
+)
+def test_a_learned_factor_corrects_the_shuffle_and_leaves_the_scan_to_bytes_on_disk(
+    work: float, files: list[int], config: ParallelismConfig, decided: int, shuffle: int, scan: int, split: int
+) -> None:
+    plan = plan_stages([StageSpec.build("source"), StageSpec.build("join", {"rows": "source"})])
+    region = plan.stages["join"].region
+    record = OutputRecord("source", "/x", "parquet", files, 10, len(files))
+    learned = {"join": LearnedExpansion(work=work, runs=3, memory=0.01)}
+    decision = decide_region(
+        plan, region, {"join": StageInputs(upstream={"rows": record})}, lambda _: config, LOCAL, learned
+    )
+    sized, trace = decision.sizing.stages["join"], decision.traces["join"]
+    assert trace.decided_parallelism == decided and "learned expansion" in trace.rule
+    assert (sized.parallelism, sized.scan_tasks, sized.max_partition_bytes) == (shuffle, scan, split)
+    conf = sized.session_conf()
+    assert (conf["spark.sql.shuffle.partitions"], conf["spark.sql.files.maxPartitionBytes"]) == (
+        str(shuffle),
+        str(split),
+    )
+    scan_notes = [n for n in trace.sizing_notes if n.startswith("scan split follows the bytes on disk")]
+    assert len(scan_notes) == (1 if scan != shuffle else 0)
+
+
+def test_without_a_learned_factor_scan_and_shuffle_agree() -> None:
+    plan = plan_stages([StageSpec.build("source"), StageSpec.build("join", {"rows": "source"})])
+    record = OutputRecord("source", "/x", "parquet", FILES_640, 10, 10)
+    decision = decide_region(
+        plan, plan.stages["join"].region, {"join": StageInputs(upstream={"rows": record})}, lambda _: CONFIG, LOCAL
+    )
+    sized = decision.sizing.stages["join"]
+    assert (sized.parallelism, sized.scan_tasks, sized.max_partition_bytes) == (10, 10, 64 * MiB)
+
+
+def test_a_fixed_parallelism_sets_both_sides_whatever_was_learned() -> None:
+    plan = plan_stages([StageSpec.build("source"), StageSpec.build("join", {"rows": "source"}, parallelism=3)])
+    record = OutputRecord("source", "/x", "parquet", FILES_640, 10, 10)
+    learned = {"join": LearnedExpansion(work=0.0156, runs=3, memory=0.01)}
+    decision = decide_region(
+        plan, plan.stages["join"].region, {"join": StageInputs(upstream={"rows": record})}, lambda _: CONFIG, LOCAL,
+        learned,
+    )  # fmt: skip
+    sized, trace = decision.sizing.stages["join"], decision.traces["join"]
+    assert trace.rule == "fixed parallelism (stage or its forward group)"
+    # 3 on 2 slots stays (fixed); 640 MiB / 3 = 213.3 MiB splits.
+    assert (sized.parallelism, sized.scan_tasks, sized.max_partition_bytes) == (3, 3, -(-640 * MiB // 3))
+
+
+def _forward_plan(order_max: int = 128) -> Any:
+    return plan_stages(
+        [
+            StageSpec.build("source"),
+            StageSpec.build("join", {"rows": "source"}),
+            StageSpec.build(
+                "order",
+                {"joined": {"upstream": "join", "mode": "pipelined", "distribution": "forward"}},
+                max_parallelism=order_max,
+            ),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("order_max", "shuffle", "scan", "order_split"),
+    [
+        # join: 640 MiB x 0.0156 -> 1 partition, 10 scan splits; order follows both (its 640 MiB estimate / 10).
+        pytest.param(128, 1, 10, 64 * MiB, id="follower-takes-both-counts"),
+        # order's max 2 bounds the group: the scan's 10 becomes 2 for both (640 / 2 = 320 MiB splits).
+        pytest.param(2, 1, 2, 320 * MiB, id="group-max-bounds-the-scan"),
+    ],
+)
+def test_a_forward_group_follower_takes_its_deciders_shuffle_and_scan_counts(
+    order_max: int, shuffle: int, scan: int, order_split: int
+) -> None:
+    plan = _forward_plan(order_max)
+    record = OutputRecord("source", "/x", "parquet", FILES_640, 10, 10)
+    learned = {"join": LearnedExpansion(work=0.0156, runs=3, memory=0.01)}
+
+    def config_for(stage: str) -> ParallelismConfig:
+        return ParallelismConfig(avg_bytes_per_task="64m", max_parallelism=order_max if stage == "order" else 128)
+
+    decision = decide_region(
+        plan, plan.stages["join"].region, {"join": StageInputs(upstream={"rows": record})}, config_for, LOCAL, learned
+    )
+    join, order = decision.sizing.stages["join"], decision.sizing.stages["order"]
+    assert (join.parallelism, join.scan_tasks) == (shuffle, scan)
+    assert (order.parallelism, order.scan_tasks, order.max_partition_bytes) == (shuffle, scan, order_split)
+    assert decision.traces["order"].rule == "forward edge: same as 'join'"
+
+
+def test_a_forward_group_whose_min_is_above_its_max_is_refused_with_both_stages_named() -> None:
+    plan = _forward_plan()
+    record = OutputRecord("source", "/x", "parquet", FILES_640, 10, 10)
+
+    def config_for(stage: str) -> ParallelismConfig:
+        if stage == "join":
+            return ParallelismConfig(avg_bytes_per_task="64m", min_parallelism=8)
+        return ParallelismConfig(avg_bytes_per_task="64m", max_parallelism=4)
+
+    message = (
+        "forward group ['join', 'order'] must share one parallelism, but stage 'join' has min_parallelism 8 and "
+        "stage 'order' has max_parallelism 4"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        decide_region(
+            plan, plan.stages["join"].region, {"join": StageInputs(upstream={"rows": record})}, config_for, LOCAL,
+            {"join": LearnedExpansion(work=0.0156, runs=3)},
+        )  # fmt: skip

@@ -139,7 +139,7 @@ def region_request(sizing: RegionSizing, min_parallelism: int, count_overhead: b
     ``count_overhead`` False for a standalone master, which books only ``spark.executor.memory`` (and
     off-heap) against a worker's memory; YARN and Kubernetes containers hold the overhead too.
     """
-    widest = max(s.parallelism for s in sizing.stages.values())
+    widest = max(s.widest for s in sizing.stages.values())
     if sizing.local:
         # Local mode: the driver JVM is the only executor; the machine's memory bounds it, not a container.
         return local_request(

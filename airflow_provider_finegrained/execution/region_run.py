@@ -29,7 +29,7 @@ from airflow_provider_finegrained.planning import (
     intersect_bounds,
     size_region,
 )
-from airflow_provider_finegrained.planning.balance import decide_adaptive
+from airflow_provider_finegrained.planning.balance import decide_adaptive, decide_balance
 from airflow_provider_finegrained.planning.sizing import StageSizing, split_bytes
 
 
@@ -108,13 +108,16 @@ def decide_region(
         # of the others (computed from their own bytes and bounds) stays in their traces.
         expansion = (learned or {}).get(name)
         corrected = decides and expansion is not None and bool(consumed)
+        deciding_config = _within(config, bounds, plan.forward_groups[group]) if decides else config
         decision = explain_parallelism(
-            _as_work(consumed, expansion) if corrected and expansion else consumed,
-            _within(config, bounds, plan.forward_groups[group]) if decides else config,
+            _as_work(consumed, expansion) if corrected and expansion else consumed, deciding_config
         )
         parallelism, rule = decision.parallelism, decision.rule
+        # The file scans follow the bytes on disk whatever the stage shuffles: the uncorrected decision.
+        scan_parallelism: int | None = None
         if corrected and expansion:
             rule = expansion.rule if rule == "bytes / avg_bytes_per_task" else f"{rule} ({expansion.rule})"
+            scan_parallelism = explain_parallelism(consumed, deciding_config).parallelism
         low, high = (config.min_parallelism, config.max_parallelism) if bounds is None else (bounds.low, bounds.high)
         leads = False
         if stage.fixed_parallelism is not None:
@@ -137,6 +140,8 @@ def decide_region(
                     rule = f"{rule}; clamped to the forward group's bounds [{bounds.low}, {bounds.high}]"
                     parallelism = clamped
                 rule += _bound_setters(bounds, config)
+                if scan_parallelism is not None:
+                    scan_parallelism = bounds.clamp(scan_parallelism)
             group_choice[group] = (name, parallelism)
         estimated_output[name] = sum(v for k, v in consumed_bytes.items() if k not in broadcast_names)
         demands.append(
@@ -151,6 +156,7 @@ def decide_region(
                 fixed=not leads,
                 memory_expansion=expansion.memory if expansion else None,
                 input_file_bytes=file_bytes,
+                scan_parallelism=scan_parallelism if leads else None,
             )
         )
         traces[name] = StageTrace(
@@ -178,15 +184,25 @@ def decide_region(
     for name, decider in followers.items():
         # Sizing may move the deciding stage to even waves or raise it to its memory floor (within
         # the group's bounds); the rest of its forward group runs with the same count.
+        # Its file scans follow the group's uncorrected count, as the decider's do (the same count
+        # when no learned factor corrected the decider's shuffle side).
         ran_with = sizing.stages[decider]
         own = sizing.stages[name]
         moved = ran_with.parallelism != own.parallelism
+        balance = own.balance
+        if ran_with.scan_tasks != own.scan_tasks:
+            files = next(d.input_file_bytes for d in demands if d.stage == name)
+            balance = decide_balance(files, ran_with.scan_tasks, cores=sizing.slots * sizing.task_cpus)
         sizing.stages[name] = replace(
             own,
             parallelism=ran_with.parallelism,
             waves=ran_with.waves,
             tasks_per_executor=ran_with.tasks_per_executor,
-            max_partition_bytes=split_bytes(estimated_output[name], ran_with.parallelism),
+            max_partition_bytes=(
+                balance.max_partition_bytes if balance else split_bytes(estimated_output[name], ran_with.scan_tasks)
+            ),
+            scan_parallelism=ran_with.scan_tasks,
+            balance=balance,
             notes=(*own.notes, _follow_note(decider, ran_with)) if moved else own.notes,
         )
     in_region_consumers, outside_consumers = _consumers(plan, members, in_region)

@@ -4,6 +4,15 @@ A region is one Spark application (its slot sharing group). Its executors take o
 stage keeps its own parallelism (``spark.sql.shuffle.partitions`` and the input split size change
 per stage inside a session). Tasks fill the slots in even waves (FLIP-370), and a stage's share of
 execution memory puts a floor under its parallelism so that one task's data fits that share.
+
+A stage has two sides. Its file scans are split by ``spark.sql.files.maxPartitionBytes`` and
+``openCostInBytes``: they follow the bytes on disk (``StageDemand.scan_parallelism``). Its shuffles
+are split by ``spark.sql.shuffle.partitions``: they follow the decided parallelism, which a learned
+work factor may have moved away from the bytes on disk (a stage that aggregates shuffles far less
+than it reads, a join that multiplies rows far more). AQE's advisory size is ``avg_bytes_per_task``
+whatever the count, so it needs no correction: AQE measures the real shuffle bytes. The memory floor
+applies to both sides (a scan task's rows expand in its map-side buffers and sorts as a reduce
+task's do), and the executors are sized for the wider of the two.
 """
 
 from __future__ import annotations
@@ -78,12 +87,24 @@ class StageDemand:
     input_file_bytes: tuple[int, ...] = ()
     """The measured size of each file the stage scans (committed upstream outputs and external
     inputs, broadcast inputs excluded), in the order recorded."""
+    scan_parallelism: int | None = None
+    """The parallelism its bytes on disk alone give, for the file scans' split size; None: ``parallelism``.
+    Differs from ``parallelism`` when a learned work factor corrected the shuffle side only."""
+
+    def __post_init__(self) -> None:
+        for name in ("parallelism", "scan_parallelism"):
+            value = getattr(self, name)
+            if value is None and name == "scan_parallelism":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"stage {self.stage!r}: {name} must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
 class StageSizing:
     stage: str
     parallelism: int
+    """``spark.sql.shuffle.partitions``."""
     requested_parallelism: int
     waves: int
     max_partition_bytes: int
@@ -94,6 +115,18 @@ class StageSizing:
     notes: tuple[str, ...] = ()
     balance: InputBalance | None = None
     """The scan settings balanced from the measured file sizes (None: the stage scans no files)."""
+    scan_parallelism: int = 0
+    """The task count the scan split is sized for (``max_partition_bytes``); 0: ``parallelism``."""
+
+    @property
+    def scan_tasks(self) -> int:
+        """The parallelism the file scans' split size follows."""
+        return self.scan_parallelism or self.parallelism
+
+    @property
+    def widest(self) -> int:
+        """The larger of the shuffle and scan parallelism: what the executors are sized for."""
+        return max(self.parallelism, self.scan_tasks)
 
     @property
     def input_balance(self) -> Mapping[str, Any] | None:
@@ -164,21 +197,16 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
     task_cpus, slots_per_executor = shape.task_cpus, shape.executor_cores // shape.task_cpus
     per_task_memory = (shape.executor_memory - RESERVED_MEMORY) * shape.memory_fraction / slots_per_executor
 
-    sized: dict[str, tuple[int, int, tuple[str, ...]]] = {}
+    sized: dict[str, _Sized] = {}
     for stage in stages:
         expansion = profile.memory_expansion if stage.memory_expansion is None else stage.memory_expansion
         floor = _memory_floor(stage, per_task_memory, expansion)
-        parallelism, notes = stage.parallelism, tuple[str, ...]()
-        if not stage.fixed and floor > parallelism:
-            parallelism = max(parallelism, min(floor, stage.max_parallelism))
-            if parallelism > stage.parallelism:
-                notes = (
-                    f"memory floor: raised from {stage.parallelism} to {parallelism} so one task's data "
-                    "fits its memory share",
-                )
-            if floor > stage.max_parallelism:
-                notes = (*notes, f"memory floor {floor} is above max_parallelism; tasks may spill to disk")
-        sized[stage.stage] = (parallelism, floor, notes)
+        parallelism, notes = _raised_to_floor(stage, stage.parallelism, floor, "")
+        scan = parallelism
+        if stage.scan_parallelism is not None and stage.scan_parallelism != stage.parallelism:
+            scan, scan_notes = _raised_to_floor(stage, stage.scan_parallelism, floor, "scan ")
+            notes = (*notes, *scan_notes)
+        sized[stage.stage] = _Sized(parallelism, scan, floor, notes)
 
     overhead = max(profile.min_memory_overhead, int(profile.memory_overhead_factor * shape.executor_memory))
     if shape.local:
@@ -189,22 +217,27 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
         if shape.executor_gpus and profile.gpus_per_executor:
             by_cores = min(by_cores, int(profile.gpus_per_executor // shape.executor_gpus) or by_cores)
         fitting = max(1, min(by_cores, by_memory))
-        widest = max(p for p, _, _ in sized.values())
+        # Executors for the wider side: a stage that scans many splits but shuffles into few
+        # partitions (or the reverse) still has that many tasks at once in one of its Spark stages.
+        widest = max(max(s.parallelism, s.scan) for s in sized.values())
         executors = max(1, min(fitting, math.ceil(widest / slots_per_executor)))
         max_slots = executors * slots_per_executor
     slots = max(1, max_slots)
 
     result: dict[str, StageSizing] = {}
     for stage in stages:
-        parallelism, floor, notes = sized[stage.stage]
+        one = sized[stage.stage]
+        parallelism, scan, notes = one.parallelism, one.scan, one.notes
+        split_differs = scan != parallelism
         if not stage.fixed:
-            low = max(stage.min_parallelism, floor)
+            low = max(stage.min_parallelism, one.floor)
             balanced = even_waves(parallelism, slots, low, stage.max_parallelism)
             if balanced != parallelism:
                 notes = (*notes, f"{parallelism} -> {balanced} for even waves over {slots} slots")
                 parallelism = balanced
+            scan = parallelism if not split_differs else even_waves(scan, slots, low, stage.max_parallelism)
         used_executors = executors if not shape.local else 1
-        balance = decide_balance(stage.input_file_bytes, parallelism, cores=slots * task_cpus)
+        balance = decide_balance(stage.input_file_bytes, scan, cores=slots * task_cpus)
         if balance and (
             balance.open_cost_bytes < SPARK_OPEN_COST_BYTES or balance.file_bytes[2] > balance.max_partition_bytes
         ):
@@ -214,19 +247,25 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
                 f"open cost {balance.open_cost_bytes}; predicted task max/median {balance.spread:.2f} "
                 f"(Spark's defaults: {spread(balance.default_task_bytes):.2f})",
             )
+        max_partition_bytes = balance.max_partition_bytes if balance else split_bytes(stage.consumed_bytes, scan)
+        if scan != parallelism:
+            notes = (
+                *notes,
+                f"scan split follows the bytes on disk: spark.sql.files.maxPartitionBytes {max_partition_bytes} "
+                f"sized for {scan} tasks; spark.sql.shuffle.partitions {parallelism} from the corrected decision",
+            )
         result[stage.stage] = StageSizing(
             stage=stage.stage,
             parallelism=parallelism,
             requested_parallelism=stage.parallelism,
             waves=math.ceil(parallelism / slots),
-            max_partition_bytes=balance.max_partition_bytes
-            if balance
-            else split_bytes(stage.consumed_bytes, parallelism),
+            max_partition_bytes=max_partition_bytes,
             per_task_memory=int(per_task_memory * stage.memory_fraction),
-            memory_floor=floor,
+            memory_floor=one.floor,
             tasks_per_executor=(parallelism // used_executors, -(-parallelism // used_executors)),
             notes=notes,
             balance=balance,
+            scan_parallelism=scan,
         )
     return RegionSizing(
         executor_instances=executors,
@@ -264,6 +303,29 @@ def even_waves(parallelism: int, slots: int, low: int = 1, high: int = 2**31 - 1
         if low <= candidate <= high:
             return candidate
     return parallelism
+
+
+@dataclass(frozen=True)
+class _Sized:
+    """One stage's counts after its memory floor, before even waves."""
+
+    parallelism: int
+    scan: int
+    floor: int
+    notes: tuple[str, ...]
+
+
+def _raised_to_floor(stage: StageDemand, requested: int, floor: int, side: str) -> tuple[int, tuple[str, ...]]:
+    """``requested`` raised to the memory ``floor`` (within ``max_parallelism``) unless the stage is fixed."""
+    if stage.fixed or floor <= requested:
+        return requested, ()
+    raised = max(requested, min(floor, stage.max_parallelism))
+    notes: tuple[str, ...] = ()
+    if raised > requested:
+        notes = (f"memory floor: {side}raised from {requested} to {raised} so one task's data fits its memory share",)
+    if floor > stage.max_parallelism:
+        notes = (*notes, f"memory floor {floor} is above max_parallelism; tasks may spill to disk")
+    return raised, notes
 
 
 @dataclass(frozen=True)

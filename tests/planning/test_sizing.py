@@ -5,6 +5,8 @@ Expected values are worked out by hand; MiB = 2**20.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airflow_provider_finegrained.planning import ClusterProfile, ResourceSpec, StageDemand, even_waves, size_region
@@ -170,3 +172,73 @@ def test_invalid_cluster_profiles(kwargs: dict[str, object], message: str) -> No
     base: dict[str, object] = {"total_cores": 2, "total_memory": "8g"}
     with pytest.raises(ValueError, match=message):
         ClusterProfile(**{**base, **kwargs})  # type: ignore[arg-type]
+
+
+# Scan side and shuffle side (a learned work factor corrects only the shuffle side), on CLUSTER (4 cores and
+# 4 GiB per executor, at most 4 executors; per task (4096 - 300) MiB x 0.6 / 4 = 569.4 MiB) unless LOCAL:
+# (case, profile, demand, shuffle partitions, scan tasks, maxPartitionBytes, executors)
+SIDES = [
+    # 640 MiB aggregated to one shuffle partition; scans in 10 splits of 64 MiB: 3 executors for the 10.
+    ("factor-below-1", CLUSTER, StageDemand("agg", 1, 640 * MiB, memory_expansion=0.01, scan_parallelism=10),
+     1, 10, 64 * MiB, 3),
+    # 384 MiB that shuffles 4x: 24 partitions (tie on 16 slots up to 32), the scan keeps 6 splits of 64 MiB.
+    ("factor-above-1", CLUSTER, StageDemand("explode", 24, 384 * MiB, memory_expansion=0.01, scan_parallelism=6),
+     32, 6, 64 * MiB, 4),
+    ("zero-bytes", CLUSTER, StageDemand("empty", 1, 0, scan_parallelism=1), 1, 1, MiB, 1),
+    # Fixed: sizing moves neither side; the split divides the bytes by the fixed count.
+    ("fixed", CLUSTER, StageDemand("fixed", 3, 10 * GiB, fixed=True), 3, 3, -(-10 * GiB // 3), 1),
+    # Memory floor ceil(1000 x 3 / 569.4) = 6 raises both sides; then they agree (no scan note).
+    ("floor-raises-both", CLUSTER, StageDemand("join", 1, 1000 * MiB, scan_parallelism=4), 6, 6, -(-1000 * MiB // 6),
+     2),
+    # Floor ceil(10240 x 3 / 569.4) = 54, above max 10: both sides stop at 10.
+    ("floor-above-max", CLUSTER, StageDemand("join", 2, 10 * GiB, max_parallelism=10, scan_parallelism=8), 10, 10,
+     GiB, 3),
+    # Local, 2 slots: the scan's 5 goes to 6 for even waves as a single count did; the shuffle's 1 stays.
+    ("scan-even-waves", LOCAL, StageDemand("agg", 1, 320 * MiB, memory_expansion=0.01, scan_parallelism=5), 1, 6,
+     -(-320 * MiB // 6), 1),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("profile", "demand", "shuffle", "scan", "split", "executors"), [c[1:] for c in SIDES], ids=[c[0] for c in SIDES]
+)
+def test_the_scan_follows_bytes_on_disk_and_the_shuffle_the_decided_count(
+    profile: ClusterProfile, demand: StageDemand, shuffle: int, scan: int, split: int, executors: int
+) -> None:
+    sizing = size_region([demand], profile)
+    stage = sizing.stages[demand.stage]
+    assert (stage.parallelism, stage.scan_tasks, stage.max_partition_bytes) == (shuffle, scan, split)
+    assert sizing.executor_instances == executors
+    assert stage.session_conf() == {
+        "spark.sql.shuffle.partitions": str(shuffle),
+        "spark.sql.files.maxPartitionBytes": str(split),
+    }
+    scan_notes = [n for n in stage.notes if n.startswith("scan split")]
+    if scan != shuffle:
+        assert scan_notes == [
+            f"scan split follows the bytes on disk: spark.sql.files.maxPartitionBytes {split} sized for {scan} "
+            f"tasks; spark.sql.shuffle.partitions {shuffle} from the corrected decision"
+        ]
+    else:
+        assert scan_notes == []
+
+
+def test_the_scan_balance_follows_the_scan_count() -> None:
+    files = (64 * MiB,) * 10
+    demand = StageDemand("agg", 1, sum(files), memory_expansion=0.01, input_file_bytes=files, scan_parallelism=10)
+    stage = size_region([demand], CLUSTER).stages["agg"]
+    assert stage.balance is not None and stage.balance.max_partition_bytes == 64 * MiB  # 640 MiB / 10, not / 1
+    assert stage.session_conf()["spark.sql.shuffle.partitions"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"parallelism": 0}, "stage 's': parallelism must be an integer >= 1, got 0"),
+        ({"parallelism": 2, "scan_parallelism": 0}, "stage 's': scan_parallelism must be an integer >= 1, got 0"),
+        ({"parallelism": 2, "scan_parallelism": True}, "stage 's': scan_parallelism must be an integer >= 1, got True"),
+    ],
+)
+def test_a_demand_refuses_a_count_below_one(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        StageDemand("s", **kwargs)  # type: ignore[arg-type]
