@@ -26,6 +26,9 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
 # The embedded default runs regions warm; the suite tests the cold path (a spark-submit per region)
 # unless a test asks for the warm pool (tests/e2e/test_warm.py, tests/warm).
 os.environ.setdefault("AIRFLOW__FINEGRAINED__WARM_POOL", "off")
+# dag.test() runs triggers in its own process, with no executor event to race (triggers/settle.py): the
+# suite's deferrals fire as soon as they can; tests/triggers asserts the floor itself.
+os.environ.setdefault("AIRFLOW__FINEGRAINED__TRIGGER_MIN_WAIT", "0")
 # Every JVM the tests start (and the JVMs those start) begins faster: see tests/jvm_start.py.
 if "JAVA_TOOL_OPTIONS" not in os.environ:
     from airflow_provider_finegrained.spark.java import SparkEnvironmentError

@@ -362,6 +362,17 @@ class ResourceSettings(SettingsModel):
             minimum=0.1,
         ),
     ] = 15.0
+    trigger_min_wait: Annotated[
+        float,
+        number(
+            "Trigger minimum wait (s)",
+            "A deferred stage's trigger fires no sooner than this after the deferral, so that Airflow's scheduler "
+            "has taken the deferring try's exit before the task resumes (Airflow 3.3 can otherwise fail the resumed "
+            "task on that stale event: apache/airflow#72716). 0 fires at once.",
+            "10",
+            minimum=0,
+        ),
+    ] = 10.0
 
     def resource_bounds(self) -> ResourceBounds:
         """The minimum and maximum resources of the connection (unset: no bound)."""

@@ -262,7 +262,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         except CapacityWait as exc:
             self._defer_for_capacity(settings, exc, waited)
         except RegionDeferral as deferral:
-            self._defer_for_application(deferral)
+            self._defer_for_application(settings, deferral)
         except Exception as exc:
             self._record_region_failure(context, runner, str(exc))
             raise
@@ -279,6 +279,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
     ) -> NoReturn:
         from airflow_provider_finegrained.execution.capacity_gate import capacity_source
         from airflow_provider_finegrained.triggers.capacity import CapacityTrigger, request_to_dict
+        from airflow_provider_finegrained.triggers.settle import not_before
 
         now = time.time()
         since = (waited or {}).get("since", now)
@@ -296,13 +297,15 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
                 deadline=deadline,
                 poll_interval=settings.capacity_poll_interval,
                 since=since,
+                not_before=not_before(settings.trigger_min_wait),
             ),
             method_name="resume_after_capacity",
             kwargs={"waited": {"since": since, "deadline": deadline}},
         )
 
-    def _defer_for_application(self, deferral: RegionDeferral) -> NoReturn:
+    def _defer_for_application(self, settings: ConnectionSettings, deferral: RegionDeferral) -> NoReturn:
         from airflow_provider_finegrained.triggers.region_application import RegionApplicationTrigger
+        from airflow_provider_finegrained.triggers.settle import not_before
 
         self.defer(
             trigger=RegionApplicationTrigger(
@@ -310,6 +313,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
                 handle=deferral.handle.to_dict(),
                 facts=deferral.facts.to_dict(),
                 poll_interval=APPLICATION_POLL_S,
+                not_before=not_before(settings.trigger_min_wait),
             ),
             method_name="execute_complete",
         )

@@ -12,6 +12,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_finegrained.execution.capacity_gate import CapacitySource
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome, ExecutorRequest, decide_capacity
+from airflow_provider_finegrained.triggers.settle import wait_until
 
 
 class CapacityTrigger(BaseTrigger):
@@ -20,6 +21,9 @@ class CapacityTrigger(BaseTrigger):
     The event's ``status`` is ``available``, ``impossible`` or ``timeout``; ``message`` says what was
     asked and what was free at the last look. Capacity is only looked at here: the task reserves it
     when it resumes, and waits again if another region took it first.
+
+    ``not_before``: no look (and no event) before this time (``triggers.settle``); the task looked at the
+    capacity just before it deferred.
     """
 
     def __init__(
@@ -29,6 +33,7 @@ class CapacityTrigger(BaseTrigger):
         deadline: float,
         poll_interval: float,
         since: float | None = None,
+        not_before: float | None = None,
     ) -> None:
         super().__init__()
         self.source = source
@@ -36,6 +41,7 @@ class CapacityTrigger(BaseTrigger):
         self.deadline = deadline
         self.poll_interval = poll_interval
         self.since = time.time() if since is None else since
+        self.not_before = not_before
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -46,6 +52,7 @@ class CapacityTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
                 "since": self.since,
+                "not_before": self.not_before,
             },
         )
 
@@ -55,6 +62,7 @@ class CapacityTrigger(BaseTrigger):
         message = "capacity was not checked"
         # The wait's start and deadline travel in every event: `dag.test` replaces the resume kwargs by the event.
         waited = {"since": self.since, "deadline": self.deadline}
+        await wait_until(self.not_before)
         while True:
             try:
                 capacity = await asyncio.to_thread(source.read)

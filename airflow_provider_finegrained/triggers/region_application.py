@@ -17,6 +17,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_finegrained.launchers.base import LaunchHandle
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
+from airflow_provider_finegrained.triggers.settle import wait_until
 
 
 def _application(conn_id: str, handle: dict[str, Any]) -> RemoteApplication:
@@ -39,6 +40,7 @@ class RegionApplicationTrigger(BaseTrigger):
     :param poll_interval: seconds between two questions to the cluster manager.
     :param unknown_timeout: seconds of "unknown" answers in a row (manager unreachable, application
         forgotten) before giving up with an ``unknown`` event.
+    :param not_before: no event before this time (``triggers.settle``), however soon the application ends.
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class RegionApplicationTrigger(BaseTrigger):
         facts: dict[str, Any] | None = None,
         poll_interval: float = 5.0,
         unknown_timeout: float = 300.0,
+        not_before: float | None = None,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -55,6 +58,7 @@ class RegionApplicationTrigger(BaseTrigger):
         self.facts = facts or {}
         self.poll_interval = poll_interval
         self.unknown_timeout = unknown_timeout
+        self.not_before = not_before
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -65,6 +69,7 @@ class RegionApplicationTrigger(BaseTrigger):
                 "facts": self.facts,
                 "poll_interval": self.poll_interval,
                 "unknown_timeout": self.unknown_timeout,
+                "not_before": self.not_before,
             },
         )
 
@@ -72,6 +77,12 @@ class RegionApplicationTrigger(BaseTrigger):
         return TriggerEvent({"status": status, "detail": detail, "handle": self.handle, "facts": self.facts})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        async for event in self._follow():
+            await wait_until(self.not_before)
+            yield event
+            return
+
+    async def _follow(self) -> AsyncIterator[TriggerEvent]:
         try:
             app = await asyncio.to_thread(_application, self.conn_id, self.handle)
         except Exception as exc:  # a bad connection or handle: the task fails with the reason

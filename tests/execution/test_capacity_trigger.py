@@ -59,3 +59,16 @@ def test_a_request_no_worker_can_hold_is_reported_at_once(tmp_path: Path) -> Non
     event = first_event(trigger_for(tmp_path, cores=1, deadline_s=30))
     assert event["status"] == "impossible"
     assert "no worker can ever hold one executor of 2 core(s)" in event["message"]
+
+
+def test_the_first_look_waits_for_its_floor_after_the_deferral(tmp_path: Path) -> None:
+    # Free capacity at once, but the floor (triggers/settle.py) holds the event back: Airflow's scheduler
+    # must take the deferring try's exit before the task is resumed.
+    source = CapacitySource("declared", cores=4, memory=64 * GiB, label="declared", ledger_folder=str(tmp_path))
+    started = time.monotonic()
+    trigger = CapacityTrigger(
+        source.to_dict(), request_to_dict(REQUEST), time.time() + 30, 0.1, since=100.0, not_before=time.time() + 1.0
+    )
+    assert trigger.serialize()[1]["not_before"] == trigger.not_before
+    assert first_event(trigger)["status"] == "available"
+    assert 0.9 <= time.monotonic() - started < 10

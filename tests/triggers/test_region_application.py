@@ -43,7 +43,7 @@ def test_serialize_round_trips_and_holds_no_settings(conn_id: str) -> None:
     assert classpath == "airflow_provider_finegrained.triggers.region_application.RegionApplicationTrigger"
     assert RegionApplicationTrigger(**kwargs).serialize() == (classpath, kwargs)
     # Only the connection's id travels (to the database): its settings and secrets are read in the triggerer.
-    assert set(kwargs) == {"conn_id", "handle", "facts", "poll_interval", "unknown_timeout"}
+    assert set(kwargs) == {"conn_id", "handle", "facts", "poll_interval", "unknown_timeout", "not_before"}
 
 
 def test_fires_once_the_driver_has_ended(conn_id: str, manager: FakeManager) -> None:  # noqa: F811
@@ -59,6 +59,16 @@ def test_fires_once_the_driver_has_ended(conn_id: str, manager: FakeManager) -> 
         "facts": FACTS,
     }
     assert len(manager.requests) >= 3  # it asked while the driver ran
+
+
+def test_an_application_that_ended_at_once_is_reported_after_the_floor(conn_id: str, manager: FakeManager) -> None:  # noqa: F811
+    # Ended before the first look, yet the event waits for the floor (triggers/settle.py): resuming the task
+    # within a second of the deferral is what Airflow 3.3's scheduler can fail on a stale exit event.
+    manager.drivers[DRIVER_ID] = "FINISHED"
+    started = time.monotonic()
+    trigger = RegionApplicationTrigger(conn_id, HANDLE.to_dict(), FACTS, poll_interval=0.1, not_before=time.time() + 1)
+    assert first_event(trigger)["status"] == "succeeded"
+    assert 0.9 <= time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize(("driver_state", "status"), [("FAILED", "failed"), ("ERROR", "failed"), ("KILLED", "killed")])
