@@ -6,18 +6,18 @@ What is learned, per stage (``LearnedExpansion``):
   reaches Spark as ``spark.sql.shuffle.partitions`` (and AQE's advisory size is ``avg_bytes_per_task``),
   so the bytes that parallelism divides are the stage's shuffle bytes, not its parquet bytes. Measured
   as Spark's ``shuffleReadBytes`` of the largest shuffle-reading Spark stage of the stage's jobs, over
-  the non-broadcast bytes it consumed, and never below 1 (:data:`MIN_WORK`: the same parallelism splits
-  the stage's files). Partial aggregation makes the ratio tiny; a shuffle of whole rows (parquet compresses
-  better than Spark's shuffle blocks) or a join that multiplies rows makes it larger than 1. A stage that
-  shuffles nothing has no such bytes (its file splits already follow its bytes on disk): nothing is
-  learned for it.
+  the non-broadcast bytes it consumed, and never below :data:`MIN_WORK`. It corrects the shuffle side
+  only: the stage's file splits follow its bytes on disk (``StageDemand.scan_parallelism``). Partial
+  aggregation makes the ratio tiny; a shuffle of whole rows (parquet compresses better than Spark's
+  shuffle blocks) or a join that multiplies rows makes it larger than 1. A stage that shuffles nothing
+  has no such bytes (its file splits already follow its bytes on disk): nothing is learned for it.
 - ``memory``: in-memory bytes per consumed byte, for the memory floor. Measured as the largest
   ``peakExecutionMemory`` (summed over a Spark stage's tasks) plus ``memoryBytesSpilled`` (the in-memory
   size of what did not fit) of one Spark stage, over the consumed bytes.
 
 How: the median of the per-run ratios of the last :data:`WINDOW` usable runs (a few outliers move it
-little), clamped (work to [:data:`MIN_WORK`, :data:`MAX_FACTOR`], memory to [:data:`MIN_FACTOR`,
-:data:`MAX_FACTOR`]), and moved at most :data:`MAX_STEP` times away from the factor the previous run used.
+little), clamped to [:data:`MIN_FACTOR`, :data:`MAX_FACTOR`] (:data:`MIN_WORK` is the same floor), and moved at
+most :data:`MAX_STEP` times away from the factor the previous run used.
 Off (None) while fewer than ``min_runs`` runs are usable.
 """
 
@@ -35,17 +35,19 @@ from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 DEFAULT_MIN_RUNS = 3
 WINDOW = 10
 """Runs the median is taken over: recent enough to follow a changed stage, enough to outvote outliers."""
-MIN_WORK = 1.0
-"""The decided parallelism also sets the stage's file split size (``spark.sql.files.maxPartitionBytes`` =
-bytes on disk / parallelism), so a stage needs a task per ``avg_bytes_per_task`` of bytes on disk to scan
-them, whatever it shuffles: the bytes the parallelism divides are the larger of its bytes on disk and its
-shuffle bytes. Measured (docs/benchmarks.md): a work factor of 1/64 halved TPC-H Q1's scan tasks and its
-stage took 104.9 s instead of 48.2 s at SF 1. Lower it only once the split size follows bytes on disk alone."""
 MIN_FACTOR = 1 / 64
 MAX_FACTOR = 64.0
 """Bounds of a learned factor. Outside them a ratio says more about a mismeasurement (a stage reading data it
 does not declare, a tiny input dominated by file footers) than about the stage: at 1/64 a 64 MiB task
 would stand for 4 GiB on disk, at 64 a 1 GiB input would need 64 GiB of shuffle."""
+MIN_WORK = MIN_FACTOR
+"""The work factor's floor. It was 1 while the decided parallelism also set the file split size (a factor of
+1/64 made TPC-H Q1 scan 76 MB in one task: 104.9 s instead of 48.2 s at SF 1); the scan now follows the
+bytes on disk, so the factor corrects shuffle partitions only and may go as low as the measured ratios go.
+Measured (bench/results/history.md): aggregating stages shuffle 1e-5 (Q1) to 1e-2 (Q3's join, Q5's final
+aggregation) of their input, and their swept best is 1-2 partitions at SF 0.01-1. At 1/64 such a stage gets
+one shuffle partition per 4 GiB on disk (avg_bytes_per_task 64 MiB), and the floor still bounds what one
+wrong measurement can take away; the memory floor (learned separately) still guards one task's memory."""
 MAX_STEP = 2.0
 """A learned factor moves at most this many times up or down from the one the previous run used."""
 MIN_CONSUMED_BYTES = 1

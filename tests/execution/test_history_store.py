@@ -99,8 +99,8 @@ def test_a_region_learns_once_records_each_member_and_can_be_off(tmp_path: Path)
     on.record({"q3_join": trace()}, {"q3_join": True})
     assert on.learned(["q3_join"]) == {}  # read once per region run
     again = RegionHistory(store, enabled=True, min_runs=1, run_id="run-10", log=log)
-    # 0.3 measured, 1 learned: the same parallelism splits the stage's files.
-    assert again.learned(["q3_join"]) == {"q3_join": LearnedExpansion(work=1.0, runs=1, memory=7.0)}
+    # 0.3 measured and learned (within 2x of the 0.4 the run used; the scan follows the bytes on disk apart).
+    assert again.learned(["q3_join"]) == {"q3_join": LearnedExpansion(work=0.3, runs=1, memory=7.0)}
     off = RegionHistory(store, enabled=False, min_runs=1, run_id="run-11", log=log)
     off.record({"q3_join": trace()}, {"q3_join": True})
     assert off.learned(["q3_join"]) == {}

@@ -84,4 +84,10 @@ def test_the_third_run_decides_from_what_the_first_two_taught(
     corrected = max(1, math.ceil(math.ceil(consumed * taught.work) / AVG_BYTES_PER_TASK))
     assert third["decided_parallelism"] == corrected > from_bytes
     assert third["spark_conf"]["spark.sql.shuffle.partitions"] == str(third["parallelism"])
+    # Only the shuffle side is corrected: the scan split is the one the bytes on disk gave, and the trace says so.
+    assert (
+        third["spark_conf"]["spark.sql.files.maxPartitionBytes"]
+        == first["spark_conf"]["spark.sql.files.maxPartitionBytes"]
+    )
+    assert any(n.startswith("scan split follows the bytes on disk") for n in third["sizing_notes"])
     assert recorded[run.run_id].learned_work == taught.work  # the third run's record says it was corrected
