@@ -33,9 +33,6 @@ from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
     ExecutorRequest,
-    ResourceBounds,
-    WorkerShape,
-    check_resource_stability,
     decide_capacity,
 )
 from airflow_provider_finegrained.storage.locations import plain_name
@@ -243,29 +240,3 @@ def _decide(request: ExecutorRequest, capacity: ClusterCapacity) -> CapacityDeci
 def minimum_slots(stage_minimums: Mapping[str, int], min_slots: int | None, planned_slots: int) -> int:
     """The fewest slots a region may run with: its stages' minimum parallelism and the connection's min_slots."""
     return max(1, min(planned_slots, max([*stage_minimums.values(), min_slots or 0])))
-
-
-def minimum_resources_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dict[str, str]:
-    """Spark settings that keep a region's minimum resources (the minimum-resources document).
-
-    Spark honours a minimum through dynamic allocation's ``minExecutors``: the application never
-    gives back executors below it, and grows to the planned count while it has work. Local mode has
-    one JVM and no executors to keep; there the minimum only enters the capacity check.
-    """
-    if sizing.local or not (bounds.min_slots or bounds.min_cpu or bounds.min_memory):
-        return {}
-    shape = WorkerShape(
-        slots=sizing.executor_cores // sizing.task_cpus, cpu=float(sizing.executor_cores), memory=sizing.executor_memory
-    )
-    least, most = check_resource_stability(bounds, shape)
-    planned = sizing.executor_instances
-    ceiling = max(planned, least) if most is None else max(least, min(planned, most))
-    return {
-        "spark.dynamicAllocation.enabled": "true",
-        # No external shuffle service is assumed: shuffle tracking keeps executors that hold shuffle data.
-        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
-        "spark.dynamicAllocation.minExecutors": str(least),
-        "spark.dynamicAllocation.initialExecutors": str(max(least, min(planned, ceiling))),
-        "spark.dynamicAllocation.maxExecutors": str(ceiling),
-        "spark.cores.max": str(ceiling * sizing.executor_cores),
-    }

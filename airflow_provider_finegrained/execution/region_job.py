@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_finegrained.execution.capacity_gate import minimum_resources_conf
+from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs
 from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
@@ -161,8 +161,8 @@ def application_conf(
     stage_confs: Iterable[Mapping[str, Any]],
     storage_conf: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The application's Spark settings: sizing, minimum resources, the launcher's, the storage's, the
-    connection's, the stages'.
+    """The application's Spark settings: sizing, executors' lifecycle (dynamic allocation bounded by the
+    decision and the minimum resources), the launcher's, the storage's, the connection's, the stages'.
 
     Later sources win: a connection's or a stage's ``spark_conf`` overrides the launcher's defaults and the
     ``spark.hadoop.*`` settings made from ``storage_conn_id``'s credentials (``storage_conf``).
@@ -170,7 +170,7 @@ def application_conf(
     conf = {
         "spark.ui.showConsoleProgress": "false",
         **sizing.application_conf(),
-        **minimum_resources_conf(settings.resource_bounds(), sizing),
+        **executor_lifecycle_conf(settings.resource_bounds(), sizing),
     }
     if not sizing.local:
         # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.

@@ -1,4 +1,5 @@
-"""The run-time side of declarative resources: minimum-resources settings and the region's minimum slots."""
+"""The run-time side of declarative resources: the region's minimum slots and its reduced profile (the
+minimum resources' Spark settings are tests/execution/test_executor_lifecycle.py's)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,10 @@ import pytest
 
 from airflow_provider_finegrained.execution.capacity_gate import (
     CapacitySource,
-    minimum_resources_conf,
     minimum_slots,
     reduced_profile,
 )
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing
-from airflow_provider_finegrained.planning.capacity import ResourceBounds
 
 GiB = 2**30
 
@@ -31,48 +30,6 @@ def sizing(
         task_gpus=0,
         local=local,
     )
-
-
-# (bounds, sizing, expected min, initial, max executors) worked by hand:
-# executors hold cores // task_cpus slots; a minimum needs ceil(min / per-executor) executors; the
-# maximum executors are the planned count, raised to the minimum, capped by floor(max / per-executor).
-@pytest.mark.parametrize(
-    ("bounds", "region", "expected"),
-    [
-        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 3, 3), id="min-below-planned"),
-        pytest.param(ResourceBounds(min_slots=6), sizing(2), (3, 3, 3), id="min-above-planned-raises-max"),
-        pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 4, 4), id="max-caps-planned"),
-        pytest.param(ResourceBounds(min_slots=1), sizing(1, cores=4, task_cpus=2), (1, 1, 1), id="two-cpu-tasks"),
-        pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(1), (3, 3, 3), id="memory-minimum-10g-over-4g"),
-        pytest.param(ResourceBounds(min_cpu=3, max_cpu=8), sizing(6), (2, 4, 4), id="cpu-bounds"),
-    ],
-)
-def test_minimum_resources_become_dynamic_allocation_bounds(
-    bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
-) -> None:
-    conf = minimum_resources_conf(bounds, region)
-    got = tuple(int(conf[f"spark.dynamicAllocation.{k}"]) for k in ("minExecutors", "initialExecutors", "maxExecutors"))
-    assert got == expected
-    assert conf["spark.dynamicAllocation.enabled"] == "true"
-    assert conf["spark.dynamicAllocation.shuffleTracking.enabled"] == "true"
-    assert int(conf["spark.cores.max"]) == expected[2] * region.executor_cores
-
-
-@pytest.mark.parametrize(
-    ("bounds", "region"),
-    [
-        pytest.param(ResourceBounds(), sizing(3), id="no-minimum"),
-        pytest.param(ResourceBounds(max_slots=4), sizing(3), id="only-a-maximum"),
-        pytest.param(ResourceBounds(min_slots=2), sizing(1, local=True), id="local-mode-has-no-executors-to-keep"),
-    ],
-)
-def test_no_dynamic_allocation_without_a_minimum_or_in_local_mode(bounds: ResourceBounds, region: RegionSizing) -> None:
-    assert minimum_resources_conf(bounds, region) == {}
-
-
-def test_unstable_bounds_are_refused_with_the_numbers() -> None:
-    with pytest.raises(ValueError, match=r"unstable minimum/maximum resources: min slots 5 needs 3 worker"):
-        minimum_resources_conf(ResourceBounds(min_slots=5, max_slots=5), sizing(2))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,156 @@
+"""A region's executors on a cluster: dynamic allocation bounded by the decision and the minimum resources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_provider_finegrained.execution.executor_lifecycle import (
+    IDLE_TIMEOUT_S,
+    executor_lifecycle_conf,
+    lifecycle_text,
+)
+from airflow_provider_finegrained.execution.region_job import application_conf
+from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, StageDemand, size_region
+from airflow_provider_finegrained.planning.capacity import ResourceBounds
+
+GiB = 2**30
+DA = "spark.dynamicAllocation."
+
+
+def sizing(
+    executors: int, cores: int = 2, task_cpus: int = 1, memory: int = 4 * GiB, local: bool = False
+) -> RegionSizing:
+    return RegionSizing(
+        executor_instances=executors,
+        executor_cores=cores,
+        task_cpus=task_cpus,
+        executor_memory=memory,
+        memory_overhead=410 * 2**20,
+        memory_fraction=0.6,
+        off_heap_memory=0,
+        executor_gpus=0,
+        task_gpus=0,
+        local=local,
+    )
+
+
+def bounds_of(conf: dict[str, str]) -> tuple[int, int, int]:
+    return (int(conf[f"{DA}minExecutors"]), int(conf[f"{DA}initialExecutors"]), int(conf[f"{DA}maxExecutors"]))
+
+
+# (bounds, sizing, expected min, initial, max executors) worked by hand: without a minimum the region
+# keeps none and starts on (and never exceeds) its planned executors; a minimum needs
+# ceil(min / per-executor) executors (slots are cores // task_cpus); the maximum executors are the
+# planned count, raised to the minimum, capped by floor(max / per-executor).
+@pytest.mark.parametrize(
+    ("bounds", "region", "expected"),
+    [
+        pytest.param(ResourceBounds(), sizing(3), (0, 3, 3), id="no-minimum-keeps-none"),
+        pytest.param(ResourceBounds(), sizing(1), (0, 1, 1), id="one-executor"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(2), (0, 2, 2), id="only-a-maximum-above-planned"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(3), (0, 2, 2), id="only-a-maximum-caps-planned"),
+        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 3, 3), id="min-below-planned"),
+        pytest.param(ResourceBounds(min_slots=6), sizing(2), (3, 3, 3), id="min-above-planned-raises-max"),
+        pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 4, 4), id="max-caps-planned"),
+        pytest.param(ResourceBounds(min_slots=1), sizing(1, cores=4, task_cpus=2), (1, 1, 1), id="two-cpu-tasks"),
+        pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(1), (3, 3, 3), id="memory-minimum-10g-over-4g"),
+        pytest.param(ResourceBounds(min_cpu=3, max_cpu=8), sizing(6), (2, 4, 4), id="cpu-bounds"),
+    ],
+)
+def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
+    bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
+) -> None:
+    conf = executor_lifecycle_conf(bounds, region)
+    assert bounds_of(conf) == expected
+    assert conf[f"{DA}enabled"] == "true"
+    # No external shuffle service assumed: shuffle tracking, and its timeout so that an executor holding only
+    # finished jobs' shuffle data leaves too (Spark's default keeps it until the driver's GC cleans the shuffle).
+    assert conf[f"{DA}shuffleTracking.enabled"] == "true"
+    assert conf[f"{DA}shuffleTracking.timeout"] == conf[f"{DA}executorIdleTimeout"] == f"{IDLE_TIMEOUT_S}s"
+    # Spark starts max(min, initial, executor.instances) executors; standalone caps by cores.max.
+    assert conf["spark.executor.instances"] == str(expected[1])
+    assert int(conf["spark.cores.max"]) == expected[2] * region.executor_cores
+    assert f"{DA}cachedExecutorIdleTimeout" not in conf  # Spark's default: a cached handover is kept
+
+
+def test_local_mode_has_no_executors_to_give_back() -> None:
+    assert executor_lifecycle_conf(ResourceBounds(min_slots=2), sizing(1, local=True)) == {}
+
+
+def test_unstable_bounds_are_refused_with_the_numbers() -> None:
+    with pytest.raises(ValueError, match=r"unstable minimum/maximum resources: min slots 5 needs 3 worker"):
+        executor_lifecycle_conf(ResourceBounds(min_slots=5, max_slots=5), sizing(2))
+
+
+def settings(host: str, **extra: Any) -> ConnectionSettings:
+    return ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
+
+
+CLUSTER = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, executor_memory=GiB)
+
+
+@pytest.mark.parametrize(
+    ("host", "extra", "expected_da", "text"),
+    [
+        pytest.param("spark://m:7077", {}, "true", "up to 4, released when idle 15 s", id="standalone"),
+        pytest.param("k8s://https://k:6443", {}, "true", "up to 4, released when idle 15 s", id="kubernetes"),
+        pytest.param("yarn", {"min_slots": 2}, "true", "up to 4, released when idle 15 s, 2 kept", id="yarn-minimum"),
+        pytest.param(
+            "spark://m:7077",
+            {"spark_conf": {f"{DA}enabled": "false"}},
+            "false",
+            "",
+            id="connection-turns-it-off",
+        ),
+        pytest.param(
+            "spark://m:7077",
+            {"spark_conf": {f"{DA}executorIdleTimeout": "1min"}},
+            "true",
+            "up to 4, released when idle 60 s",
+            id="connection-sets-the-timeout",
+        ),
+    ],
+)
+def test_the_application_conf_carries_it_and_the_connection_wins(
+    host: str, extra: dict[str, Any], expected_da: str, text: str
+) -> None:
+    region = size_region([StageDemand("wide", 4)], CLUSTER)
+    conf = application_conf(region, settings(host, total_cores=4, **extra), {}, [])
+    assert conf[f"{DA}enabled"] == expected_da
+    assert conf[f"{DA}maxExecutors"] == conf["spark.executor.instances"] == "4"
+    assert conf["spark.scheduler.minRegisteredResourcesRatio"] == "1.0"  # the first wave still starts on all four
+    assert lifecycle_text(conf) == text
+
+
+def test_a_local_application_conf_has_no_dynamic_allocation() -> None:
+    profile = ClusterProfile(total_cores=2, total_memory=4 * GiB, executor_cores=2, executor_memory=GiB, local=True)
+    conf = application_conf(size_region([StageDemand("s", 2)], profile), settings("local[2]"), {}, [])
+    assert not any(k.startswith(DA) for k in conf)
+    assert lifecycle_text(conf) == ""
+
+
+@pytest.mark.parametrize(
+    ("conf", "text"),
+    [
+        ({}, ""),
+        ({f"{DA}enabled": "false", f"{DA}maxExecutors": "4"}, ""),
+        (
+            {f"{DA}enabled": "TRUE", f"{DA}maxExecutors": "4", f"{DA}executorIdleTimeout": "15s"},
+            "up to 4, released when idle 15 s",
+        ),
+        ({f"{DA}enabled": "true", f"{DA}maxExecutors": "2"}, "up to 2, released when idle 60 s"),  # Spark's default
+        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "500ms"}, "released when idle 0.5 s"),
+        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "30"}, "released when idle 30 s"),  # bare: seconds
+        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "2h"}, "released when idle 7200 s"),
+        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "soon"}, "released when idle soon"),
+        (
+            {f"{DA}enabled": "true", f"{DA}maxExecutors": "4", f"{DA}minExecutors": "1"},
+            "up to 4, released when idle 60 s, 1 kept",
+        ),
+    ],
+)
+def test_lifecycle_text(conf: dict[str, str], text: str) -> None:
+    assert lifecycle_text(conf) == text
