@@ -1,23 +1,27 @@
 """Estimates corrected by history: the TPC-H pipeline run in sequence at growing scales, learning on.
 
-``.venv/bin/python -m bench.history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--work DIR]``
+``.venv/bin/python -m bench.history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--then 2] [--work DIR]``
 
 Each stage runs as its own region (the example DAG with its pipelined edges made blocking, so every stage
 has Spark jobs of its own to learn from) on the provider's warm pool, under ``airflow dags test``. Runs
 1..k go in sequence at the given scales with ``learn_from_history`` on and ``history_min_runs`` = N; after
 N runs every shuffling stage decides from ``bytes x learned expansion``. The last scale is then run once
 more with the history not used (``history_min_runs`` = 1000: recorded, never applied): the uncorrected
-decision side by side. Per stage and run: the decided parallelism and rule, Spark's spill bytes, the
-stage's time, the learned factors, and the swept per-stage best from ``compare-oracle-sweep.json``
+decision side by side; then ``--then`` more runs at the last scale with the history on, so that a stage that
+shuffles only at the last scale (a join broadcast below it) has its N runs too; the side-by-side table sets
+the last of them against the uncorrected run. Per stage and run: the decided parallelism and rule, Spark's
+spill bytes, the stage's time, the learned factors, and the swept per-stage best from ``compare-oracle-sweep.json``
 (1..32 shuffle partitions per stage, one application, AQE off) where it has the scale.
 
-Results: bench/results/history.json and history.md. Every figure is ONE run (no repeats).
+Results: bench/results/history.json and history.md. Every figure is ONE run (no repeats); each run records
+the machine's load average before and after it (the machine is shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -124,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 0.3, 1.0])
     parser.add_argument("--min-runs", type=int, default=3)
+    parser.add_argument(
+        "--then", type=int, default=0, help="history-on runs at the last scale after the uncorrected one"
+    )
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -145,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     learning = variant(args.min_runs, f"history on, N={args.min_runs}")
     unused = variant(1000, "history recorded, not applied (uncorrected)")
     sequence = [(s, learning) for s in args.scales] + [(args.scales[-1], unused)]
+    sequence += [(args.scales[-1], learning)] * args.then
     runs: list[dict[str, Any]] = []
     try:
         pool_s = start_warm_pool(work, home, learning)
@@ -152,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, (scale, v) in enumerate(sequence, 1):
             tables = tables_for(scale, args.data)
             setup = Setup(tables=tables, work=work, master="local[2]", airflow_home=home)
-            clock = time.perf_counter()
+            clock, load = time.perf_counter(), os.getloadavg()
             result = run_variant(setup, v, work / f"run-{i}")
             wall = time.perf_counter() - clock
             run_id = result.metrics["run_id"]
@@ -161,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             stages = [row(s, records[s][run_id], sweep.get(s)) for s in STAGES if run_id in records[s]]
             runs.append(
                 {"run": i, "scale": scale_key(scale), "variant": v.label, "run_id": run_id, "wall_s": wall,
-                 "pipeline_s": result.metrics["pipeline_s"], "stages": stages}
+                 "pipeline_s": result.metrics["pipeline_s"], "stages": stages,
+                 "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}
             )  # fmt: skip
             print(f"run {i} SF {scale_key(scale)} ({v.label}): {wall:.1f} s", flush=True)
             write(args.results, command, args.min_runs, runs)
@@ -193,13 +202,19 @@ def _verdict(stage: dict[str, Any]) -> str:
 
 
 def side_by_side(runs: list[dict[str, Any]]) -> list[str]:
-    """The last scale's corrected run against its uncorrected run, per stage (needs both)."""
-    if len(runs) < 2 or runs[-1]["scale"] != runs[-2]["scale"]:
+    """The last history-on run against the uncorrected run at the same scale, per stage (needs both)."""
+    plain_runs = [r for r in runs if "uncorrected" in r["variant"]]
+    if not plain_runs:
         return []
-    corrected = {s["stage"]: s for s in runs[-2]["stages"]}
-    plain = {s["stage"]: s for s in runs[-1]["stages"]}
+    plain_run = plain_runs[-1]
+    later = [r for r in runs if r["scale"] == plain_run["scale"] and "uncorrected" not in r["variant"]]
+    if not later:
+        return []
+    corrected_run = later[-1]
+    corrected = {s["stage"]: s for s in corrected_run["stages"]}
+    plain = {s["stage"]: s for s in plain_run["stages"]}
     lines = [
-        f"## SF {runs[-1]['scale']}: run {runs[-2]['run']} (history applied) against run {runs[-1]['run']} "
+        f"## SF {plain_run['scale']}: run {corrected_run['run']} (history applied) against run {plain_run['run']} "
         "(uncorrected)",
         "",
         "| stage | shuffles | P learned | P uncorrected | swept best (near-best) | learned within 25% | rule "
@@ -229,8 +244,13 @@ def markdown(doc: dict[str, Any]) -> str:
     ]
     lines += side_by_side(doc["runs"])
     for run in doc["runs"]:
+        load = (
+            f", load average {run['load_before'][0]} before, {run['load_after'][0]} after"
+            if "load_before" in run
+            else ""
+        )
         lines += [
-            f"## Run {run['run']}: SF {run['scale']}, {run['variant']} ({run['pipeline_s']:.1f} s pipeline)",
+            f"## Run {run['run']}: SF {run['scale']}, {run['variant']} ({run['pipeline_s']:.1f} s pipeline{load})",
             "",
             "| stage | P | rule | learned work | learned memory | consumed MB | shuffle MB | ratio | spill MB "
             "| stage s | swept best (near-best) | within 25% |",
