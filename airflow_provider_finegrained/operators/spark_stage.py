@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
+from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
 from airflow_provider_finegrained.operators.assets import asset_event_extra
 from airflow_provider_finegrained.operators.assets import output_asset as output_asset_of
@@ -446,7 +447,8 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
             "executors",
             f"{trace.executors} x {trace.executor_cores} cores, {format_bytes(trace.executor_memory)} "
             f"(+{format_bytes(trace.memory_overhead)} overhead), spark.memory.fraction "
-            f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}",
+            f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}"
+            + (f"; {lifecycle}" if (lifecycle := lifecycle_text(trace.spark_conf)) else ""),
         ),
         ("capacity", _capacity_line(trace.capacity)),
         ("carrier", _execution_line(trace.execution)),

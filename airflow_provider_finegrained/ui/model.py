@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
 from airflow_provider_finegrained.planning.history import run_from_trace
 from airflow_provider_finegrained.planning.units import format_bytes
 
@@ -68,6 +69,8 @@ class StageRow:
     sizing_notes: list[str] = field(default_factory=list)
     runs_in: str | None = None
     """The in-region consumer whose Spark jobs ran this stage's plan (an in-memory handover)."""
+    executors_lifecycle: str = ""
+    """How the region's executors come and go (``up to 4, released when idle 15 s``); empty when fixed."""
 
     @property
     def learned_text(self) -> str:
@@ -97,7 +100,8 @@ class StageRow:
     def executors_text(self) -> str:
         if self.executors is None:
             return "–"
-        return f"{self.executors} × {self.executor_cores or 0} cores"
+        text = f"{self.executors} × {self.executor_cores or 0} cores"
+        return f"{text} ({self.executors_lifecycle})" if self.executors_lifecycle else text
 
     @property
     def memory_text(self) -> str:
@@ -228,6 +232,7 @@ def stage_row(
         learned=dict(t["learned"]) if isinstance(t.get("learned"), Mapping) else None,
         sizing_notes=[str(n) for n in t.get("sizing_notes") or []],
         runs_in=str(t["runs_in"]) if t.get("runs_in") else None,
+        executors_lifecycle=lifecycle_text(t.get("spark_conf") or {}),
     )
 
 

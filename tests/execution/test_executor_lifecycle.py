@@ -154,3 +154,14 @@ def test_a_local_application_conf_has_no_dynamic_allocation() -> None:
 )
 def test_lifecycle_text(conf: dict[str, str], text: str) -> None:
     assert lifecycle_text(conf) == text
+
+
+def test_the_run_page_says_how_the_executors_come_and_go() -> None:
+    from airflow_provider_finegrained.ui.model import stage_row
+    from tests.ui.plans import trace
+
+    conf = {f"{DA}enabled": "true", f"{DA}maxExecutors": "4", f"{DA}executorIdleTimeout": "15s"}
+    row = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4, spark_conf=conf), None, "success")
+    assert row.executors_text == "4 × 2 cores (up to 4, released when idle 15 s)"
+    fixed = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4), None, "success")
+    assert fixed.executors_text == "4 × 2 cores"
