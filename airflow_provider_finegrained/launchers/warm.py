@@ -73,7 +73,7 @@ class WarmLauncher:
 
     def wait(self, handle: LaunchHandle) -> LaunchResult:
         from airflow_provider_finegrained.warm import in_use
-        from airflow_provider_finegrained.warm.driver_client import ReadyDriver, unavailable_reason
+        from airflow_provider_finegrained.warm.driver_client import DriverUnavailable, ReadyDriver
 
         if self._spec is None:
             raise RuntimeError("warm launcher: nothing was submitted")
@@ -81,8 +81,15 @@ class WarmLauncher:
         with in_use(self.pool) as lease:
             # The pool's ready driver has pyspark's Connect client imported already (seconds a fresh task
             # process would spend on pandas, pyarrow and gRPC): it runs the region in a child of its own.
-            driver = ReadyDriver.connect(self.pool)
-            if driver is not None:
+            try:
+                driver = ReadyDriver.connect(self.pool)
+            except DriverUnavailable as exc:
+                self.log.info(
+                    "Region %s runs in this task process: %s (importing pyspark's Connect client takes seconds)",
+                    self._spec.region,
+                    exc,
+                )
+            else:
                 with self._lock:
                     killed, self._driver = self._killed, driver
                 try:
@@ -94,16 +101,10 @@ class WarmLauncher:
                     with self._lock:
                         self._driver = None
                     driver.close()
-            else:
-                self.log.info(
-                    "Region %s runs in this task process: %s (importing pyspark's Connect client takes seconds)",
-                    self._spec.region,
-                    unavailable_reason(self.pool) or "the pool's ready driver did not answer",
-                )
             return self._wait_in_process(lease.record_session, clock)
 
     def _wait_in_driver(self, driver: ReadyDriver, record: SessionRecorder, clock: float) -> LaunchResult | None:
-        """The region run by the pool's ready driver; None if it refused the job (nothing ran)."""
+        """The region run by the pool's ready driver; None if the driver did not take it (nothing ran)."""
         from dataclasses import asdict
 
         from airflow_provider_finegrained.runtime.job import RegionJob
@@ -111,16 +112,17 @@ class WarmLauncher:
 
         assert self._spec is not None
         job = RegionJob.load(self._spec.job_path)
-        self.log.info("Region %s runs in the warm pool's ready region driver", self._spec.region)
         try:
-            outcome = driver.run(request_for(asdict(job), self.pool), record, _echo)
+            child = driver.start(request_for(asdict(job), self.pool))
         except DriverRefused as exc:
             self.log.warning(
-                "The warm pool's ready region driver refused region %s (%s): it runs in this task process",
+                "The warm pool's ready region driver did not take region %s (%s): it runs in this task process",
                 self._spec.region,
                 exc,
             )
             return None
+        self.log.info("Region %s runs in the warm pool's ready region driver (child pid %d)", self._spec.region, child)
+        outcome = driver.follow(record, _echo)
         if not outcome.complete:
             self.log.error("Region %s: %s", self._spec.region, outcome.error)
         return self._finish(

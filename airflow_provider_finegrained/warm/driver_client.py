@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_provider_finegrained.warm.driver_protocol import (
+    ACCEPT_TIMEOUT_S,
     SOCKET_NAME,
     DriverOutcome,
     DriverProtocolError,
@@ -30,7 +31,12 @@ MAX_SOCKET_PATH = 107
 
 
 class DriverRefused(RuntimeError):
-    """The ready driver refused the request before running anything (another provider version, another token)."""
+    """The ready driver did not take the region, and nothing ran: it refused the request (another provider
+    version, another token), hung up, or did not accept it in time. The task runs the region itself."""
+
+
+class DriverUnavailable(RuntimeError):
+    """No ready driver to hand the region to (the message says why); the task runs the region itself."""
 
 
 def socket_path(pool: WarmPool) -> str | None:
@@ -63,20 +69,23 @@ class ReadyDriver:
         # be sending a reply at that moment; a handler runs between bytecodes, so frames stay whole.
         self._send_lock = threading.RLock()
         self._closed = False
+        self._reader: FrameReader | None = None
 
     @classmethod
-    def connect(cls, pool: WarmPool, timeout_s: float = 5.0) -> ReadyDriver | None:
-        """A connection to the pool's ready driver, or None when there is none to connect to."""
+    def connect(cls, pool: WarmPool, timeout_s: float = 5.0) -> ReadyDriver:
+        """A connection to the pool's ready driver; DriverUnavailable saying why there is none."""
         path = socket_path(pool)
-        if path is None or unavailable_reason(pool) is not None:
-            return None
+        reason = unavailable_reason(pool)
+        if path is None or reason is not None:
+            raise DriverUnavailable(reason or "the pool has no folder")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout_s)
+        sock.settimeout(timeout_s)  # a full backlog (a driver that stopped accepting) blocks connect
         try:
             sock.connect(path)
-        except OSError:
+        except OSError as exc:
             sock.close()
-            return None  # a socket left by a driver that died: the caller runs the region itself
+            # A socket left by a driver that died, or one that stopped accepting.
+            raise DriverUnavailable(f"the pool's ready driver did not take the connection ({exc})") from None
         sock.settimeout(None)
         return cls(sock)
 
@@ -90,13 +99,52 @@ class ReadyDriver:
         request: RunRequest,
         record_session: SessionRecorder,
         echo: Callable[[str], None],
+        accept_timeout_s: float | None = None,
     ) -> DriverOutcome:
-        """Send ``request``, echo the region's lines, record its sessions; the outcome once it ends.
+        """``start`` then ``follow``: the region's outcome once it ends (DriverRefused if nothing ran)."""
+        self.start(request, accept_timeout_s)
+        return self.follow(record_session, echo)
 
-        Raises DriverRefused if the driver refused the request (nothing ran).
+    def start(self, request: RunRequest, accept_timeout_s: float | None = None) -> int:
+        """Send ``request``; the pid of the driver's child that accepted it.
+
+        Raises DriverRefused (nothing ran) if the driver refuses it, hangs up, or does not accept it
+        within ``accept_timeout_s`` (default ``ACCEPT_TIMEOUT_S``): a driver that hangs (stopped, stuck,
+        its backlog never served) must cost a task seconds, not the region.
         """
-        self.send(request.to_frame())
-        reader = FrameReader(self._sock)
+        if accept_timeout_s is None:
+            accept_timeout_s = ACCEPT_TIMEOUT_S
+        self._reader = FrameReader(self._sock)
+        try:
+            self._sock.settimeout(accept_timeout_s)
+            self.send(request.to_frame())
+            message = self._reader.read()
+        except TimeoutError:
+            raise DriverRefused(f"it did not accept the region within {accept_timeout_s:g} s") from None
+        except (DriverProtocolError, OSError) as exc:
+            raise DriverRefused(f"its answer broke off before it accepted the region: {exc}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                self._sock.settimeout(None)  # once accepted, a region may run for hours
+        if message is None:
+            raise DriverRefused("it hung up before accepting the region")
+        kind = message.get("type")
+        if kind == "error":
+            raise DriverRefused(str(message.get("error")))
+        if kind != "accepted":
+            raise DriverRefused(f"its first frame is {kind!r}; allowed: 'accepted' or 'error'")
+        try:
+            self.send({"op": "go"})  # from here on the region is the driver's: this process runs nothing itself
+        except OSError as exc:
+            raise DriverRefused(f"it hung up after accepting the region: {exc}") from None
+        pid = message.get("pid")
+        return pid if isinstance(pid, int) else 0
+
+    def follow(self, record_session: SessionRecorder, echo: Callable[[str], None]) -> DriverOutcome:
+        """Echo the accepted region's lines, record its sessions; the outcome once it ends."""
+        reader = self._reader
+        if reader is None:
+            raise RuntimeError("ready driver: follow() before start()")
         while True:
             try:
                 message = reader.read()
@@ -113,8 +161,8 @@ class ReadyDriver:
                 self._record(message, record_session)
             elif kind == "done":
                 return parse_done(message)
-            elif kind == "error":
-                raise DriverRefused(str(message.get("error")))
+            elif kind == "error":  # the child failed before its region started (nothing ran)
+                return DriverOutcome(None, "", {}, complete=False, error=str(message.get("error")))
 
     def _record(self, message: Mapping[str, Any], record_session: SessionRecorder) -> None:
         user_id = message.get("user_id")

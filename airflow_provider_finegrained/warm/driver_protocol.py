@@ -5,6 +5,10 @@ A task connects to ``<pool folder>/driver.sock`` (0600, so only the pool's user 
 (``dataclasses.asdict(RegionJob)``), the pool's URLs and what the stage code would see in the task
 process (``sys.path``, the environment, the working folder). The driver answers with frames:
 
+- ``{"type": "accepted", "pid": ...}``: first, once the request checked out and a child took the region.
+  The task waits for it only ``ACCEPT_TIMEOUT_S``; if it comes, the task answers ``{"op": "go"}`` and
+  the child starts the region. Without ``go`` (the task gave up and runs the region itself) the child
+  exits having done nothing: a driver that wakes late never touches a region its task already ran;
 - ``{"type": "log", "line": ...}``: a line the region printed (the stage logs, tracebacks);
 - ``{"type": "session", "id": ..., "user_id": ...}``: a Connect session about to run; the task records it
   on its lease and answers ``{"op": "recorded"}`` (or ``{"op": "refused", "error": ...}``) before the
@@ -29,7 +33,10 @@ SOCKET_NAME = "driver.sock"
 """The ready driver's socket in the pool's folder (bound only once the driver has imported the client)."""
 MAX_FRAME_BYTES = 64 * 2**20
 """A frame longer than this is a protocol error (a region job is kilobytes; a log line rarely more)."""
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""2: ``accepted`` and ``go`` before the region starts (a driver of version 1 refuses a version 2 request)."""
+ACCEPT_TIMEOUT_S = 15.0
+"""How long a task waits for the driver to accept its region (a fork and a JSON parse: milliseconds when well)."""
 
 
 class DriverProtocolError(RuntimeError):

@@ -30,6 +30,7 @@ from typing import Any
 
 from airflow_provider_finegrained.spark.parent_death import set_parent_death_signal
 from airflow_provider_finegrained.warm.driver_protocol import (
+    ACCEPT_TIMEOUT_S,
     SOCKET_NAME,
     DriverProtocolError,
     FrameReader,
@@ -39,6 +40,8 @@ from airflow_provider_finegrained.warm.driver_protocol import (
 )
 from airflow_provider_finegrained.warm.state import DRIVER_MODULE
 
+GO_TIMEOUT_S = 2 * ACCEPT_TIMEOUT_S
+"""How long a child waits for the task's ``go`` after ``accepted`` (the task gives up on its side sooner)."""
 RECORD_TIMEOUT_S = 60.0
 """How long a child waits for the task to record a session on its lease."""
 KILL_GRACE_S = 30.0
@@ -141,6 +144,17 @@ class Child:
         except DriverProtocolError as exc:
             self.send({"type": "error", "error": str(exc)})
             return 2
+        # Nothing runs before the task's ``go``: a task that gave up waiting for ``accepted`` runs the region
+        # itself and hangs up, and this child must then leave the region (its status files too) alone.
+        self.send({"type": "accepted", "pid": os.getpid()})
+        self.conn.settimeout(GO_TIMEOUT_S)
+        try:
+            go = reader.read()
+        except (DriverProtocolError, OSError):
+            go = None
+        self.conn.settimeout(None)
+        if go is None or go.get("op") != "go":
+            return 0
         self._adopt(request)
         threading.Thread(target=self._listen, args=(reader,), name="driver-task-socket", daemon=True).start()
         forward = self._capture_output()

@@ -12,10 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from airflow_provider_finegrained.warm.driver_client import (
     DriverRefused,
+    DriverUnavailable,
     ReadyDriver,
     request_for,
     unavailable_reason,
@@ -92,7 +94,7 @@ def test_the_reader_refuses_an_endless_frame_and_returns_none_at_a_clean_end() -
     ("changes", "error"),
     [
         ({"op": "stop"}, "op 'stop'; allowed: 'run'"),
-        ({"version": 0}, "protocol version 0; allowed: 1"),
+        ({"version": 0}, "protocol version 0; allowed: 2"),
         ({"token": "wrong"}, "token is not the pool's"),
         ({"token": None}, "token is not the pool's"),
         ({"job": {"region": "r"}}, "job is not a region job"),
@@ -137,9 +139,25 @@ def test_why_a_pool_has_no_ready_driver(tmp_path: Path) -> None:
     assert "not listening" in str(unavailable_reason(pool(str(tmp_path))))
     deep = tmp_path / ("d" * 120)
     assert "too long a path for a Unix socket" in str(unavailable_reason(pool(str(deep))))
-    assert ReadyDriver.connect(pool(str(tmp_path))) is None
+    with pytest.raises(DriverUnavailable, match="the pool's ready driver is not listening"):
+        ReadyDriver.connect(pool(str(tmp_path)))
     (tmp_path / SOCKET_NAME).touch()  # a file left behind, nobody listening: the task runs the region itself
-    assert unavailable_reason(pool(str(tmp_path))) is None and ReadyDriver.connect(pool(str(tmp_path))) is None
+    assert unavailable_reason(pool(str(tmp_path))) is None
+    with pytest.raises(DriverUnavailable, match=r"did not take the connection .*Connection refused"):
+        ReadyDriver.connect(pool(str(tmp_path)))
+
+
+def test_a_driver_that_takes_the_connection_but_never_accepts_the_region_is_given_up_on(tmp_path: Path) -> None:
+    # A stopped or stuck driver: the kernel still queues the connection (the backlog), nobody answers.
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(tmp_path / SOCKET_NAME))
+        listener.listen(1)
+        driver = ReadyDriver.connect(pool(str(tmp_path)))
+        try:
+            with pytest.raises(DriverRefused, match=r"^it did not accept the region within 0.3 s$"):
+                driver.run(request_for(JOB, pool(None)), lambda *_: None, print, accept_timeout_s=0.3)
+        finally:
+            driver.close()
 
 
 @pytest.fixture
@@ -155,6 +173,9 @@ def fake_driver() -> Iterator[Callable[[list[dict[str, Any]]], tuple[ReadyDriver
         def play() -> None:
             reader = FrameReader(driver)
             received.append(reader.read() or {})
+            if script and script[0].get("type") != "error":
+                driver.sendall(encode({"type": "accepted", "pid": 4242}))
+                received.append(reader.read() or {})  # the task's go
             for frame in script:
                 driver.sendall(encode(frame))
                 if frame.get("type") == "session":
@@ -189,17 +210,34 @@ def test_the_client_echoes_lines_records_sessions_and_returns_the_outcome(fake_d
     assert (outcome.failed, outcome.application_id, outcome.sessions) == (None, "local-1", {"a": "s1"})
     assert lines == ["[finegrained] stage a: started"] and recorded == [("s1", "u")]
     assert received[0]["op"] == "run" and received[0]["token"] == TOKEN and received[0]["env"] == dict(os.environ)
-    assert received[1:] == [{"op": "recorded"}, {"op": "refused", "error": "RuntimeError: the lease expired"}]
+    assert received[1:] == [
+        {"op": "go"},
+        {"op": "recorded"},
+        {"op": "refused", "error": "RuntimeError: the lease expired"},
+    ]
 
 
 def test_a_refusal_raises_and_a_driver_that_dies_is_an_incomplete_outcome(fake_driver: Any) -> None:
     driver, _ = fake_driver([{"type": "error", "error": "the request's token is not the pool's"}])
     with pytest.raises(DriverRefused, match="token is not the pool's"):
         driver.run(request_for(JOB, pool(None)), lambda *_: None, print)
+    driver, _ = fake_driver([])  # hangs up without a word: nothing ran, the task runs the region itself
+    with pytest.raises(DriverRefused, match="it hung up before accepting the region"):
+        driver.run(request_for(JOB, pool(None)), lambda *_: None, print)
     driver, _ = fake_driver([{"type": "log", "line": "x"}])
     outcome = driver.run(request_for(JOB, pool(None)), lambda *_: None, lambda line: None)
     assert not outcome.complete and "ended without reporting the region" in str(outcome.error)
 
+
+REGION_JOB = {
+    "region": "r",
+    "dag_id": "d",
+    "run_id": "m",
+    "try_number": 1,
+    "storage_root": "/nonexistent",
+    "folder": "/nonexistent",
+    "stages": [],
+}
 
 SERVE = """
 import sys
@@ -231,6 +269,15 @@ def test_the_driver_socket_is_owner_only_and_refuses_a_wrong_token_or_job(tmp_pa
         }
         bad_job = answer(request(job={"region": "r", "stages": [{"name": "a"}]}))
         assert bad_job is not None and "the request's job is not a region job" in bad_job["error"]
+        old = answer(request(version=1))  # a task of another provider version: refused, naming the fix
+        assert (
+            old is not None and "protocol version 1; allowed: 2" in old["error"] and "restart the pool" in old["error"]
+        )
+        # A good request: a child takes it and says so first, with its pid. Without the task's go (this one
+        # hangs up, as a task that gave up on the driver does) the child exits having run nothing.
+        accepted = answer(request(job=REGION_JOB))
+        assert accepted is not None and accepted["type"] == "accepted" and accepted["pid"] != server.pid
+        wait_until(lambda: not psutil.pid_exists(accepted["pid"]), 10, "the child without a go to exit")
     finally:
         server.kill()
         server.wait()
