@@ -2,7 +2,8 @@
 
 Real parts: the session's embedded warm pool (tests/conftest.py), its ready driver, the warm launcher in
 a fresh Python process (as an Airflow task is), real Spark Connect sessions. One test proves the outputs
-match the in-process path and that a killed task leaves no process and no Spark job behind.
+match the in-process path, that a killed task leaves no process and no Spark job behind, and that a task
+facing a hung driver gives up on it within its bound and runs the region itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 from airflow_provider_finegrained.launchers.http import get_json
 from airflow_provider_finegrained.warm import WarmPool
 from airflow_provider_finegrained.warm.driver_protocol import SOCKET_NAME
+from airflow_provider_finegrained.warm.state import DRIVER_LOG
 from tests.conftest import embedded_settings
 from tests.warm.conftest import alive, wait_until
 
@@ -59,7 +61,10 @@ def slow(x):
 
 stage = current_stage()
 print("slow stage running", flush=True)
-stage.publish(stage.spark.range(0, 4, 1, 2).select(slow("id").alias("n")).localCheckpoint())
+# One task: the pool has 2 cores and the region compared meanwhile needs one. (Two tasks here held both
+# for 1,200 s whenever this job reached the scheduler first: the other region then waited with 0 tasks
+# running, which is how this test once "hung" in the full suite.)
+stage.publish(stage.spark.range(0, 1, 1, 1).select(slow("id").alias("n")).localCheckpoint())
 """
 
 # A task as Airflow runs it: a fresh Python process that runs one region through the warm launcher.
@@ -72,7 +77,10 @@ from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.warm.state import pool_from_state, read_state
 
-folder, job_path, home = sys.argv[1:4]
+folder, job_path, home, accept_timeout = sys.argv[1:5]
+if accept_timeout:
+    import airflow_provider_finegrained.warm.driver_client as driver_client
+    driver_client.ACCEPT_TIMEOUT_S = float(accept_timeout)
 pool = pool_from_state(folder, read_state(folder))
 launcher = WarmLauncher(ConnectionSettings.embedded_default(airflow_home=home), pool)
 print("TASK_PID", flush=True)
@@ -116,13 +124,18 @@ def statuses(folder: Path) -> dict[str, str]:
     return {p.name: json.loads(p.read_text())["state"] for p in folder.glob("status-*.json")}
 
 
-def driver_children(pool: WarmPool) -> list[psutil.Process]:
+def driver_info(pool: WarmPool) -> dict[str, Any]:
     from airflow_provider_finegrained.warm import status
 
     assert pool.folder is not None
     info = status(pool.folder)
     assert info is not None and info.get("driver_pid"), info
-    return [p for p in psutil.Process(info["driver_pid"]).children() if p.status() != psutil.STATUS_ZOMBIE]
+    return info
+
+
+def driver_children(pool: WarmPool) -> list[psutil.Process]:
+    children = psutil.Process(driver_info(pool)["driver_pid"]).children()
+    return [p for p in children if p.status() != psutil.STATUS_ZOMBIE]
 
 
 @pytest.fixture(scope="module")
@@ -135,12 +148,15 @@ def pool(warm_pool_folder: str) -> Iterator[WarmPool]:
     yield pool
 
 
-def start_task(pool: WarmPool, job_path: str, tmp_path: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_task(
+    pool: WarmPool, job_path: str, tmp_path: Path, log: Path, accept_timeout_s: float | None = None
+) -> subprocess.Popen[bytes]:
     assert pool.folder is not None
     env = {**os.environ, "TASK_MARK": "from-the-task"}
+    timeout = "" if accept_timeout_s is None else str(accept_timeout_s)
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", TASK, pool.folder, job_path, str(tmp_path)],
+            [sys.executable, "-c", TASK, pool.folder, job_path, str(tmp_path), timeout],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -167,11 +183,11 @@ def test_a_fresh_task_runs_its_region_in_the_ready_driver_as_in_process_and_leav
         job = RegionJob.load(write_job(local, apps, handover=True))
         assert run_region_warm(job, ConnectSessions(pool.url, pool.ui_url, token=pool.token)) is None
 
-        assert task.wait(timeout=300) == 0, log.read_text()[-3000:]
+        finish(task, 180, pool, log, slow_log)
         output = log.read_text()
         result = json.loads(output.split("RESULT ", 1)[1])
         assert result["returncode"] == 0 and result["connect_imported"] is False, output
-        assert "Region region-0 runs in the warm pool's ready region driver" in output, output
+        assert "Region region-0 runs in the warm pool's ready region driver (child pid " in output, output
         # The stage's lines (and the task's environment) came back through the driver.
         assert "numbers sees 3 shuffle partitions, TASK_MARK=from-the-task" in output, output
         assert "[finegrained] stage totals: committed 7 rows" in output, output
@@ -200,11 +216,56 @@ def test_a_fresh_task_runs_its_region_in_the_ready_driver_as_in_process_and_leav
         assert time.monotonic() - killed_at < 20
         assert driver_children(pool) == []
         assert not any((slow / "out").rglob("_COMMITTED*")) if (slow / "out").exists() else True
+
+        # A hung driver (stopped: the kernel still queues the connection, nobody accepts): the task gives
+        # up on it after its bound and runs the region itself, saying so.
+        driver_pid = driver_info(pool)["driver_pid"]
+        os.kill(driver_pid, signal.SIGSTOP)
+        try:
+            fallback, fallback_log = tmp_path / "fallback", tmp_path / "fallback.log"
+            hung = start_task(pool, write_job(fallback, apps, handover=True), tmp_path, fallback_log, 2.0)
+            finish(hung, 180, pool, fallback_log)
+        finally:
+            os.kill(driver_pid, signal.SIGCONT)
+        output = fallback_log.read_text()
+        result = json.loads(output.split("RESULT ", 1)[1])
+        assert result["returncode"] == 0 and result["connect_imported"] is True, output
+        assert (
+            "The warm pool's ready region driver did not take region region-0 (it did not accept the region "
+            "within 2 s): it runs in this task process"
+        ) in output, output
+        assert table(fallback, "totals") == table(local, "totals")
     finally:
         for process in (task, killed):
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def finish(task: subprocess.Popen[bytes], timeout_s: float, pool: WarmPool, *logs: Path) -> None:
+    """Wait for a task to exit 0; on a timeout or a failure, say what the task, the driver and Spark were doing."""
+    try:
+        code = task.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        task.kill()
+        task.wait()
+        pytest.fail(f"the task did not finish in {timeout_s:g} s\n{diagnosis(pool, logs)}")
+    if code != 0:
+        pytest.fail(f"the task exited with {code}\n{diagnosis(pool, logs)}")
+
+
+def diagnosis(pool: WarmPool, logs: tuple[Path, ...]) -> str:
+    assert pool.folder is not None
+    parts = [f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs]
+    driver_log = Path(pool.folder) / DRIVER_LOG
+    parts.append(f"--- {DRIVER_LOG}\n{driver_log.read_text()[-3000:] if driver_log.exists() else '(none)'}")
+    try:
+        stages = get_json(f"{pool.ui_url}/api/v1/applications/{pool.application_id}/stages?status=active")
+        active = [(s["stageId"], s["numActiveTasks"], s["numTasks"], s["name"][:80]) for s in stages]
+        parts.append(f"--- the pool's active stages (id, running tasks, tasks, name)\n{active}")
+    except Exception as exc:  # the diagnosis must not hide the failure
+        parts.append(f"--- the pool's active stages: not read ({exc})")
+    return "\n".join(parts)
 
 
 def jobs(pool: WarmPool) -> list[dict[str, Any]]:
