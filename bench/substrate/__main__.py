@@ -111,7 +111,12 @@ def _start_pool(work: Path) -> tuple[Any, Any, float]:
 
     home = work / "airflow-home"
     home.mkdir(parents=True)
-    settings = ConnectionSettings.embedded_default(airflow_home=str(home), defaults={"warm_pool": "auto"})
+    # Spark's status API forgets all but the last 1,000 stages; a run of every scale and the sweep has more,
+    # and each run's metrics are read after it ends.
+    retained = {"spark.ui.retainedStages": "1000000", "spark.ui.retainedJobs": "1000000"}
+    settings = ConnectionSettings.embedded_default(
+        airflow_home=str(home), defaults={"warm_pool": "auto", "spark_conf": retained}
+    )
     started = time.perf_counter()
     pool = warm.ensure_started(settings, str(work / "pool"), idle_timeout_s=86400)
     return settings, pool, time.perf_counter() - started
