@@ -101,6 +101,7 @@ def build_region_job(
                         settings.adaptive_query_execution,
                         config_for(member),
                         decision.sizing.stages[scans_of(decision, member)].balance,
+                        decision.sizing.stages[member].coalesce_floor,
                     ),
                     **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
                 },
@@ -124,11 +125,15 @@ def build_region_job(
     )
 
 
-def adaptive_conf(enabled: bool, config: ParallelismConfig, balance: InputBalance | None = None) -> dict[str, str]:
+def adaptive_conf(
+    enabled: bool, config: ParallelismConfig, balance: InputBalance | None = None, min_partitions: int = 1
+) -> dict[str, str]:
     """A stage's AQE settings: off, or on as an in-query correction towards the planned bytes per task.
 
     ``balance``: the stage's scanned files (``StageSizing.balance``); with skewed input the advisory size
     and skew threshold go below the bytes per task (``planning.balance.decide_adaptive``).
+    ``min_partitions``: the fewest partitions AQE may coalesce a shuffle into (``StageSizing.coalesce_floor``,
+    the memory floor), set on every stage so that no stage inherits another's in a shared session.
     """
     if not enabled:
         return {"spark.sql.adaptive.enabled": "false"}
@@ -138,6 +143,7 @@ def adaptive_conf(enabled: bool, config: ParallelismConfig, balance: InputBalanc
     return {
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+        "spark.sql.adaptive.coalescePartitions.minPartitionNum": str(max(1, min_partitions)),
         **decide_adaptive(config.avg_bytes_per_task, balance).session_conf(),
     }
 

@@ -124,6 +124,14 @@ class StageSizing:
         return self.scan_parallelism or self.parallelism
 
     @property
+    def coalesce_floor(self) -> int:
+        """The fewest shuffle partitions AQE may coalesce this stage's shuffles into: its memory floor (within
+        its parallelism). AQE coalesces towards an advisory size in serialized shuffle bytes, which knows
+        nothing of how much larger the rows are in a sort or a hash map; below the floor a task's data no
+        longer fits its memory share (measured: ``bench/history_spill.py``)."""
+        return max(1, min(self.memory_floor, self.parallelism))
+
+    @property
     def widest(self) -> int:
         """The larger of the shuffle and scan parallelism: what the executors are sized for."""
         return max(self.parallelism, self.scan_tasks)

@@ -27,6 +27,7 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
             {
                 "spark.sql.adaptive.enabled": "true",
                 "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+                "spark.sql.adaptive.coalescePartitions.minPartitionNum": "1",
                 "spark.sql.adaptive.advisoryPartitionSizeInBytes": "1048576",
                 # a hot key's partition above 2x the median and the advisory size is split
                 "spark.sql.adaptive.skewJoin.enabled": "true",
@@ -41,6 +42,14 @@ def test_adaptive_conf(enabled: bool, expected: dict[str, str]) -> None:
     # even input files keep the advisory size at the bytes per task
     even = decide_balance([2**20] * 4, 4)
     assert adaptive_conf(enabled, ParallelismConfig(avg_bytes_per_task=2**20), even) == expected
+
+
+def test_adaptive_conf_keeps_aqe_from_coalescing_below_the_memory_floor() -> None:
+    conf = adaptive_conf(True, ParallelismConfig(avg_bytes_per_task=2**20), None, 4)
+    assert conf["spark.sql.adaptive.coalescePartitions.minPartitionNum"] == "4"
+    assert adaptive_conf(False, ParallelismConfig(avg_bytes_per_task=2**20), None, 4) == {
+        "spark.sql.adaptive.enabled": "false"
+    }
 
 
 @pytest.mark.parametrize(

@@ -242,3 +242,17 @@ def test_the_scan_balance_follows_the_scan_count() -> None:
 def test_a_demand_refuses_a_count_below_one(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         StageDemand("s", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("demand", "expected"),
+    [
+        # floor ceil(1000 x 3 / 569.4) = 6 raised the stage to 6: AQE keeps at least 6
+        pytest.param(StageDemand("join", 1, 1000 * MiB), 6, id="memory-bound"),
+        pytest.param(StageDemand("agg", 4, 10 * MiB), 1, id="floor-1-coalesces-freely"),
+        # fixed at 3 under a floor of 54: never above the stage's own count
+        pytest.param(StageDemand("fixed", 3, 10 * GiB, fixed=True), 3, id="fixed-below-its-floor"),
+    ],
+)
+def test_aqe_may_not_coalesce_below_the_memory_floor(demand: StageDemand, expected: int) -> None:
+    assert size_region([demand], CLUSTER).stages[demand.stage].coalesce_floor == expected
