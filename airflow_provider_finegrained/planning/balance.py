@@ -10,18 +10,24 @@ group is read by one task however it is split.
 The provider does not reorder files; it sets two scan settings from the measured sizes, so that
 Spark's own packing gives even tasks, and asks producers for row groups small enough to split:
 
-- ``maxPartitionBytes`` = the stage's bytes over its decided parallelism (a large file is cut in
-  chunks of that size, small files fill up to it);
+- ``maxPartitionBytes``: the split of the fewest whole waves of tasks over the slots that keep the
+  predicted max/median at most 2 (a large file is cut in chunks of that size, small files fill up to
+  it). The stage's decided parallelism is the upper bound (its split, bytes / parallelism, the finest
+  one tried), not the target: a scan task streams its split, so its memory does not grow with it, while
+  every task pays a fixed cost (launch, deserialization, scheduler delay, its shuffle files). Among the
+  candidate splits the one with the least predicted stage cost wins: Spark's greedy assignment of the
+  predicted tasks to the slots, each task counting its bytes plus :data:`TASK_COST_BYTES`;
 - ``openCostInBytes`` at most 1/8 of the median file and 1/32 of the split (Spark's 4 MiB makes a task
   of small files look full long before it is: its data would shrink by the open costs it counts);
 - ``minPartitionNum`` stays Spark's default, the cores (it applies to every scan of the stage alike).
 
 :func:`simulate_scan_tasks` replays Spark's packing, so the decision carries the predicted bytes of
-every task and their max/median. Pure: no Spark import.
+every task, their max/median and the predicted cost it traded against. Pure: no Spark import.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
 from collections.abc import Sequence
@@ -47,6 +53,22 @@ SKEWED_INPUT_SPREAD = 2.0
 """A stage's scanned input is skewed when its largest file is above this multiple of the median file."""
 MIN_ADVISORY_SHARE = 4
 """A skewed stage's advisory size stays at least 1/4 of its bytes per task (AQE makes at most ~4x the tasks)."""
+MAX_SPREAD = 2.0
+"""The largest predicted scan task may hold at most this multiple of the median one."""
+TASK_COST_BYTES = 2 * MiB
+"""A task's fixed cost, counted as the bytes a task reads in the same time (as Spark counts a file's open cost).
+
+Measured by ``bench/skew.py`` (local[2], about 50 MB/s of parquet scan and shuffle write per core): 42
+scan tasks took about 1.3 s more task time than 9 over the same 299 MB, about 40 ms a task, 2 MB at
+that rate (launch, deserialization and scheduler delay were 15-20 ms of it, the rest the task's reader
+and shuffle-writer set-up)."""
+SPLIT_STEP_PERCENTS = tuple(range(0, 21, 2))
+"""Each whole-wave candidate's split is tried this many percent above bytes / tasks: Spark's next-fit
+packing and the open costs it counts leave gaps, so bytes / n alone often packs into n + 1 tasks."""
+MAX_CANDIDATE_WAVES = 24
+"""At most this many wave counts are tried (spread geometrically up to the decided parallelism's)."""
+SIMULATION_BUDGET = 200_000
+"""Candidate splits x scanned files replayed at most (evenly thinned above it): about half a second of planning."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +89,16 @@ class InputBalance:
     default_task_bytes: tuple[int, ...]
     """Predicted task bytes with Spark's default scan settings and parquet's default row groups."""
     why: str
+    slots: int = 1
+    """The task slots the prediction spreads the tasks over (waves and cost)."""
+    decided_task_bytes: tuple[int, ...] = ()
+    """Predicted task bytes at the decided parallelism's split (bytes / parallelism), the finest tried."""
+    task_cost_bytes: int = TASK_COST_BYTES
+
+    @property
+    def cost(self) -> int:
+        """Predicted stage cost in bytes: the busiest slot's task bytes plus a fixed cost per task."""
+        return scan_cost(self.task_bytes, self.slots, self.task_cost_bytes)
 
     @property
     def spread(self) -> float:
@@ -100,6 +132,18 @@ class InputBalance:
                 "max": ordered[-1] if ordered else 0,
             },
             "predicted_max_over_median": round(self.spread, 2),
+            "predicted_waves": math.ceil(len(self.task_bytes) / self.slots),
+            "slots": self.slots,
+            "cost": {
+                "task_cost_bytes": self.task_cost_bytes,
+                "predicted": self.cost,
+                "at_decided_parallelism": {
+                    "tasks": len(self.decided_task_bytes),
+                    "max_over_median": round(spread(self.decided_task_bytes), 2),
+                    "cost": scan_cost(self.decided_task_bytes, self.slots, self.task_cost_bytes),
+                },
+                "spark_defaults": scan_cost(self.default_task_bytes, self.slots, self.task_cost_bytes),
+            },
             "spark_default_tasks": len(self.default_task_bytes),
             "spark_default_max_over_median": round(spread(self.default_task_bytes), 2),
             "why": self.why,
@@ -202,13 +246,16 @@ def decide_balance(
     *,
     row_group_bytes: int | None = None,
     cores: int | None = None,
+    slots: int | None = None,
 ) -> InputBalance | None:
-    """The scan settings that spread ``file_bytes`` evenly over ``parallelism`` tasks; None with no data.
+    """The scan settings that spread ``file_bytes`` evenly over at most ``parallelism`` tasks; None with no data.
 
     ``row_group_bytes``: the row-group size the files were written with; None: what the provider's
-    producers write for a consumer of this split (:func:`producer_row_group_bytes`). ``cores``: the
-    application's cores, Spark's default ``minPartitionNum`` (None: 1); Spark cuts a scan below the
-    split when its bytes over the cores are smaller.
+    producers write for a consumer of the decided parallelism's split (:func:`producer_row_group_bytes`).
+    ``cores``: the application's cores, Spark's default ``minPartitionNum`` (None: 1); Spark cuts a scan
+    below the split when its bytes over the cores are smaller. ``slots``: the tasks that run at once
+    (None: ``cores``). The split is that of the fewest whole waves over the slots whose predicted tasks
+    keep max/median at most 2, at the least predicted cost (see the module's docstring).
     """
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
@@ -219,32 +266,63 @@ def decide_balance(
     if not sizes:
         return None
     total = sum(sizes)
-    split = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
+    finest = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
     if row_group_bytes is None:
-        row_group_bytes = producer_row_group_bytes(split)
+        row_group_bytes = producer_row_group_bytes(finest)
     median = int(statistics.median(sizes))
-    open_cost = max(
-        1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
-    )
-    if split <= MIN_SPLIT_BYTES:
-        # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost keeps
-        # one task per small file, so a shuffle's map outputs stay spread over the executors.
-        open_cost = SPARK_OPEN_COST_BYTES
     # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
     # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
     cores = max(1, cores or 1)
-    tasks = simulate_scan_tasks(
-        sizes,
-        max_partition_bytes=split,
-        open_cost_bytes=open_cost,
-        min_partition_num=cores,
-        row_group_bytes=row_group_bytes,
-    )
+    slots = max(1, slots or cores)
+
+    def plan(split: int) -> _Plan:
+        open_cost = max(
+            1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
+        )
+        if split <= MIN_SPLIT_BYTES:
+            # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost
+            # keeps one task per small file, so a shuffle's map outputs stay spread over the executors.
+            open_cost = SPARK_OPEN_COST_BYTES
+        tasks = tuple(
+            simulate_scan_tasks(
+                sizes,
+                max_partition_bytes=split,
+                open_cost_bytes=open_cost,
+                min_partition_num=cores,
+                row_group_bytes=row_group_bytes,
+            )
+        )
+        return _Plan(split, open_cost, tasks, spread(tasks), scan_cost(tasks, slots, TASK_COST_BYTES))
+
+    decided = plan(finest)
+    candidates = _candidate_splits(total, finest, parallelism, slots)
+    most = max(8, SIMULATION_BUDGET // len(sizes))
+    if len(candidates) > most:
+        candidates = [candidates[round(i * (len(candidates) - 1) / (most - 1))] for i in range(most)]
+    plans = [decided] + [plan(split) for split in candidates]
+    even = [p for p in plans if p.spread <= MAX_SPREAD]
+    # The least predicted cost among the even plans, the fewest tasks on a tie; if none is even (row groups
+    # too large to cut), the most even one.
+    if even:
+        chosen = min(even, key=lambda p: (p.cost, len(p.tasks), p.split))
+    else:
+        chosen = min(plans, key=lambda p: (p.spread, p.cost, len(p.tasks)))
+    split, open_cost, tasks = chosen.split, chosen.open_cost, chosen.tasks
+
     largest = max(sizes)
     reasons = [
-        f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} "
-        f"({largest / median:.1f}x the median): split at {_mib(split)} (bytes / parallelism {parallelism})"
+        f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)"
     ]
+    waves = math.ceil(len(tasks) / slots)
+    if chosen is decided or chosen.split == decided.split:
+        reasons.append(f"split at {_mib(split)} (bytes / parallelism {parallelism})")
+    else:
+        reasons.append(
+            f"split at {_mib(split)}: {len(tasks)} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
+            f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
+            f"{_mib(TASK_COST_BYTES)} a task: {_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
+            f"{len(decided.tasks)} tasks, {_mib(decided.cost)})"
+        )
     if largest > split:
         reasons.append(
             f"files above {_mib(split)} are cut into chunks read by separate tasks "
@@ -264,7 +342,7 @@ def decide_balance(
         row_group_bytes=row_group_bytes,
         file_count=len(sizes),
         file_bytes=(min(sizes), median, largest),
-        task_bytes=tuple(tasks),
+        task_bytes=tasks,
         default_task_bytes=tuple(
             simulate_scan_tasks(
                 sizes,
@@ -275,7 +353,52 @@ def decide_balance(
             )
         ),
         why="; ".join(reasons),
+        slots=slots,
+        decided_task_bytes=decided.tasks,
     )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    split: int
+    open_cost: int
+    tasks: tuple[int, ...]
+    spread: float
+    cost: int
+
+
+def _candidate_splits(total: int, finest: int, parallelism: int, slots: int) -> list[int]:
+    """Splits for whole waves of tasks over the slots, coarser than the decided parallelism's ``finest``.
+
+    No coarser than Spark's 128 MiB default (or ``finest`` when that is coarser): a scan task streams its
+    split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
+    """
+    coarsest = max(finest, SPARK_MAX_PARTITION_BYTES)
+    most = max(1, math.ceil(parallelism / slots))
+    if most <= MAX_CANDIDATE_WAVES:
+        waves = list(range(1, most + 1))
+    else:
+        waves = sorted({round(most ** (i / (MAX_CANDIDATE_WAVES - 1))) for i in range(MAX_CANDIDATE_WAVES)})
+    splits = set()
+    for wave in waves:
+        tasks = min(parallelism, wave * slots)
+        for percent in SPLIT_STEP_PERCENTS:
+            split = -(-total * (100 + percent) // (100 * tasks))
+            if finest < split <= coarsest:
+                splits.add(split)
+    return sorted(splits, reverse=True)
+
+
+def scan_cost(task_bytes: Sequence[int], slots: int, task_cost_bytes: int = TASK_COST_BYTES) -> int:
+    """Predicted cost of a scan, in bytes: the busiest slot when Spark hands the tasks, in order, to the
+    first free slot, each counting its bytes plus ``task_cost_bytes``. 0 for no tasks.
+    """
+    if slots < 1 or task_cost_bytes < 0:
+        raise ValueError(f"slots must be >= 1 and task_cost_bytes >= 0, got {slots}, {task_cost_bytes}")
+    busy = [0] * min(slots, max(1, len(task_bytes)))
+    for size in task_bytes:
+        heapq.heapreplace(busy, busy[0] + size + task_cost_bytes)
+    return max(busy) if task_bytes else 0
 
 
 def simulate_scan_tasks(
@@ -335,16 +458,15 @@ def spread(task_bytes: Sequence[int]) -> float:
 def _row_group_data(size: int, offset: int, length: int, row_group_bytes: int | None) -> int:
     if row_group_bytes is None:
         return length
-    end, data = offset + length, 0
-    # Row groups [k*r, min((k+1)*r, size)) belong to the chunk holding their midpoint.
-    first = max(0, offset // row_group_bytes - 1)
-    for k in range(first, math.ceil(size / row_group_bytes)):
-        start = k * row_group_bytes
-        if start >= end:
-            break
-        stop = min(start + row_group_bytes, size)
-        if offset <= (start + stop) / 2 < end:
-            data += stop - start
+    r, end = row_group_bytes, offset + length
+    # Row groups [k*r, min((k+1)*r, size)) belong to the chunk holding their midpoint. The full ones
+    # (k < last) have midpoints k*r + r/2: offset <= k*r + r/2 < end, in integers (times 2).
+    last = -(-size // r) - 1
+    first_full = max(0, -((r - 2 * offset) // (2 * r)))
+    after_full = min(last, -((r - 2 * end) // (2 * r)))
+    data = max(0, after_full - first_full) * r
+    if 2 * offset <= last * r + size < 2 * end:  # the last row group, to the end of the file
+        data += size - last * r
     return data
 
 

@@ -15,6 +15,7 @@ from airflow_provider_finegrained.planning.balance import (
     decide_adaptive,
     decide_balance,
     producer_row_group_bytes,
+    scan_cost,
     simulate_scan_tasks,
     skew_join_conf,
     spread,
@@ -72,67 +73,94 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
 @pytest.mark.parametrize(
     ("files", "parallelism", "kwargs", "expected"),
     [
-        # one 64M file over 4 tasks: split 16M, row groups 16M / 4 = 4M, open min(4M, 64M/8, 16M/32) = 0.5M;
-        # bytesPerCore (64M + 0.5M) / 2 cores is above the split; four chunks of 16M, four row groups each.
-        # Spark's defaults (2 cores): split min(128M, (64M + 4M) / 2 = 34M), one 128M row group -> [64M, 0]
+        # The decided parallelism is an upper bound: one 64M file, parallelism 4, 2 cores. At bytes / 4 = 16M
+        # (open min(4M, 64M/8, 16M/32) = 0.5M): four tasks of 16M, two waves, cost 2 x (16M + 2M) = 36M.
+        # One wave (2 tasks): split 32M, open min(4M, 8M, 1M) = 1M, bytesPerCore (64M + 1M) / 2 = 32.5M is
+        # above it; chunks 32M + 32M, row groups of 16M / 4 = 4M (midpoints 2, 6, ..., 62), 8 in each:
+        # cost 32M + 2M = 34M, the least; the coarser 2-task splits cost the same, the finest of them wins.
+        # Spark's defaults: split min(128M, (64M + 4M) / 2 = 34M), one 128M row group -> [64M, 0]
         (
             [64 * M],
             4,
             {"cores": 2},
             {
-                "split": 16 * M,
-                "open": M // 2,
+                "split": 32 * M,
+                "open": M,
                 "cores": 2,
                 "row_group": 4 * M,
-                "tasks": [16 * M] * 4,
+                "tasks": [32 * M] * 2,
+                "decided_tasks": [16 * M] * 4,
+                "cost": 34 * M,
                 "default_tasks": [64 * M, 0],
             },
         ),
-        # one file 20x the median: 40M + 19 x 2M = 78M over 8: split 9.75M, open min(4M, 2M/8, 9.75M/32) = 256K,
-        # bytesPerCore (78M + 20 x 256K) / 8 cores = 10.375M is above the split. The 40M file in chunks 9.75M x 4 + 1M;
-        # 2M row groups (midpoints 1, 3, ..., 39) give them 10, 10, 10, 8 and 2M. The 2M files pack four to a
-        # task (4 x 2.25M = 9M, a fifth would reach 11.25M); the last three take the 1M chunk (data 6M + 2M).
+        # With 4 cores the 4 tasks of 16M are one wave (cost 18M); coarser splits are cut at bytesPerCore
+        # (64M + 0.5M) / 4 = 16.125M into the same four tasks: bytes / parallelism stays.
         (
-            [40 * M] + [2 * M] * 19,
+            [64 * M],
+            4,
+            {"cores": 4},
+            {"split": 16 * M, "open": M // 2, "tasks": [16 * M] * 4, "cost": 18 * M},
+        ),
+        # Next-fit leaves gaps: 16 files of 4M, parallelism 8, 2 cores. At 8M (open min(4M, 4M/8, 8M/32) =
+        # 0.25M) a file counts 4.25M and a second one would reach 8.25M: 16 one-file tasks, cost 8 x 6M = 48M.
+        # One wave: at 32M (open 0.5M, a file counts 4.5M) 7 files make 31.5M and an 8th 35.5M: tasks of 28M,
+        # 28M, 8M, cost 28M + 2M + 8M + 2M = 40M; 12% above, at 35.84M (ceil(64M x 112 / 200) = 37,580,964
+        # bytes), the 8th file fits (35.5M): two tasks of 32M, cost 34M; 10% above (35.2M) it does not.
+        (
+            [4 * M] * 16,
             8,
-            {"row_group_bytes": 2 * M, "cores": 8},
+            {"cores": 2},
             {
-                "split": 78 * M // 8,
-                "open": 256 * K,
-                "row_group": 2 * M,
-                "tasks": [10 * M, 10 * M, 10 * M, 8 * M] + [8 * M] * 5,
+                "split": 37_580_964,
+                "open": M // 2,
+                "tasks": [32 * M] * 2,
+                "decided_tasks": [4 * M] * 16,
+                "cost": 34 * M,
+                "default_tasks": [32 * M] * 2,
             },
         ),
-        # many tiny files: 1000 x 10K over 4: split 2,560,000, open 10K/8 = 1280; a file counts 11,520, so a task
-        # closes after 222 files (222 x 11,520 + 10,240 > 2,560,000): 222 x 4 + 112.
+        # many tiny files: 1000 x 10K over 4, 2 cores. At bytes / 4 = 2,560,000 (open 10K/8 = 1280, a file
+        # counts 11,520) a task closes after 222 files: 222 x 4 + 112, cost 3 tasks on one slot. One wave: the
+        # split is cut at bytesPerCore (10,240,000 + 1,280,000) / 2 = 5,760,000; a task takes files while
+        # 11,520k + 10,240 <= the split: at 14% above 5,120,000 (5,836,800 -> 5,760,000) 500 files, two even
+        # tasks (cost 5,120,000 + 2M); at 12% (5,734,400) 497 files and a third task of 6.
         # Spark's defaults: each file counts 4M + 10K, 32 to a 128M task: 31 tasks of 32 and one of 8.
         (
             [10 * K] * 1000,
             4,
             {"cores": 2},
             {
-                "split": 2_560_000,
+                "split": 5_836_800,
                 "open": 1280,
-                "tasks": [222 * 10 * K] * 4 + [112 * 10 * K],
+                "tasks": [500 * 10 * K] * 2,
+                "decided_tasks": [222 * 10 * K] * 4 + [112 * 10 * K],
+                "cost": 500 * 10 * K + 2 * M,
                 "default_tasks": [32 * 10 * K] * 31 + [8 * 10 * K],
             },
         ),
         # fewer bytes than 1M per task: the split stays 1M and the open cost Spark's 4M (packing tasks of under
         # 1M gains nothing; one task per small file keeps a shuffle's map outputs spread over the executors);
-        # one core: bytesPerCore 3M + 12M is above the split; each 1M file alone (1M + 4M + 1M > 1M).
-        ([M, M, M], 8, {}, {"split": M, "open": 4 * M, "row_group": M, "tasks": [M, M, M]}),
+        # one wave of 2 would be 1.5M a task (open 48K) but a second 1M file does not fit (2.05M): still 3
+        # tasks, no cheaper; the finest split wins the tie.
+        ([M, M, M], 8, {"cores": 2}, {"split": M, "open": 4 * M, "row_group": M, "tasks": [M, M, M]}),
         # more cores than the split asks for: Spark cuts at bytesPerCore (8M + 256K) / 4 = 2.0625M, below the 8M
         # split; row groups of 8M / 4 = 2M (midpoints 1, 3, 5, 7) give each of the four chunks one.
         ([8 * M], 1, {"cores": 4}, {"split": 8 * M, "open": 256 * K, "row_group": 2 * M, "tasks": [2 * M] * 4}),
-        # a file written as one 128M row group cannot be cut: one split of 16M reads it all
+        # a file written as one 128M row group cannot be cut: at 16M one of four tasks reads it all (max/median
+        # inf); at 32M (bytesPerCore 32.5M) the second chunk holds the midpoint 32M: [0, 64M], max/median 2.
         (
             [64 * M],
             4,
-            {"row_group_bytes": 128 * M},
-            {"split": 16 * M, "tasks": [0, 0, 64 * M, 0]},
+            {"row_group_bytes": 128 * M, "cores": 2},
+            {"split": 32 * M, "tasks": [0, 64 * M], "decided_tasks": [0, 0, 64 * M, 0]},
         ),
-        # empty files carry nothing: they are not counted in the median
-        ([0, 0, 8 * M], 2, {}, {"split": 4 * M, "open": M // 8, "tasks": [4 * M, 4 * M]}),
+        # empty files carry nothing: they are not counted in the median; one core: one task of 8M (cost 10M)
+        # beats two of 4M (12M), at 8M x 1.0 (open min(4M, 1M, 256K) = 256K)
+        ([0, 0, 8 * M], 2, {}, {"split": 8 * M, "open": 256 * K, "tasks": [8 * M], "decided_tasks": [4 * M, 4 * M]}),
+        # slots below the cores (task.cpus 2 on 4 cores): waves over 2 slots; 4 tasks of 16M cost 36M, and
+        # Spark cuts any split at bytesPerCore (64M + 0.5M) / 4 = 16.125M: bytes / parallelism stays.
+        ([64 * M], 4, {"cores": 4, "slots": 2}, {"split": 16 * M, "tasks": [16 * M] * 4, "cost": 36 * M}),
     ],
 )
 def test_decide_balance_table(
@@ -146,6 +174,8 @@ def test_decide_balance_table(
         "cores": balance.cores,
         "row_group": balance.row_group_bytes,
         "tasks": list(balance.task_bytes),
+        "decided_tasks": list(balance.decided_task_bytes),
+        "cost": balance.cost,
         "default_tasks": list(balance.default_task_bytes),
     }
     assert {k: got[k] for k in expected} == expected
@@ -157,15 +187,54 @@ def test_decide_balance_table(
 
 
 def test_twenty_times_the_median_is_balanced_and_explained() -> None:
+    # 40M + 19 x 2M = 78M, parallelism 8 on 8 cores. At 9.75M: tasks 10, 10, 10, 8 and five of 8 (the 1M
+    # chunk with three 2M files); 9 tasks on 8 slots: the ninth (8M) goes to the first slot free, one that
+    # ran an 8M task: cost 8 + 2 + 8 + 2 = 20M.
+    # 2% above (9.945M, 10,428,089 bytes): chunks 9.945M x 4 + 0.22M; 2M row groups give them 10, 10, 10, 10
+    # and 0; the 2M files pack four to a task, the last three with the 0.22M chunk: 10 x 4, 8 x 4, 6: the
+    # ninth (6M) after an 8M one: 8 + 2 + 6 + 2 = 18M, the least.
     balance = decide_balance([40 * M] + [2 * M] * 19, 8, row_group_bytes=2 * M, cores=8)
     assert balance is not None
+    assert balance.max_partition_bytes == 10_428_089
+    assert balance.task_bytes == (10 * M,) * 4 + (8 * M,) * 4 + (6 * M,)
     record = balance.to_dict()
     assert record["predicted_max_over_median"] == 1.25  # 10M / 8M
+    assert record["predicted_waves"] == 2 and record["slots"] == 8
+    assert record["cost"] == {
+        "task_cost_bytes": 2 * M,
+        "predicted": 18 * M,
+        "at_decided_parallelism": {"tasks": 9, "max_over_median": 1.25, "cost": 20 * M},
+        # Spark's defaults: split min(128M, (78M + 80M) / 8 = 19.75M), the 40M file (one row group) in one task
+        "spark_defaults": 40 * M + 2 * M,
+    }
     assert record["file_bytes"] == {"min": 2 * M, "median": 2 * M, "max": 40 * M}
-    # Spark's defaults: split min(128M, (78M + 80M) / 8 = 19.75M), the 40M file (one row group) in one task
     assert record["spark_default_max_over_median"] > 2
     assert "20.0x the median" in record["why"] and "cut into chunks" in record["why"]
+    assert (
+        "split at 9.9 MiB: 9 tasks in 2 waves over 8 slots, the least predicted cost with max/median <= 2 (the "
+        "busiest slot's bytes plus 2.0 MiB a task: 18.0 MiB; at bytes / parallelism 8: 9 tasks, 20.0 MiB)"
+    ) in record["why"]
     assert "open cost 0.2 MiB instead of Spark's 4 MiB" in record["why"]
+
+
+@pytest.mark.parametrize(
+    ("tasks", "slots", "cost", "expected"),
+    [
+        ([], 2, 5, 0),  # nothing to run
+        ([5], 4, 2, 7),  # one task: its bytes and its fixed cost
+        ([10, 10, 10], 2, 0, 20),  # the third task goes to a slot after the first
+        # in Spark's order to the first free slot: 30 -> A (31); 10 -> B (11); 10 -> B (22); 10 -> B (33)
+        ([30, 10, 10, 10], 2, 1, 33),
+        ([4, 4, 4, 4], 4, 1, 5),  # one wave
+    ],
+)
+def test_scan_cost_table(tasks: list[int], slots: int, cost: int, expected: int) -> None:
+    assert scan_cost(tasks, slots, cost) == expected
+
+
+def test_scan_cost_rejects() -> None:
+    with pytest.raises(ValueError, match="slots must be >= 1 and task_cost_bytes >= 0, got 0, 1"):
+        scan_cost([1], 0, 1)
 
 
 @pytest.mark.parametrize(
@@ -213,9 +282,10 @@ def test_size_region_sets_the_balance_and_says_so() -> None:
         profile,
     )
     skewed, plain = sizing.stages["skewed"], sizing.stages["plain"]
+    # the split of test_twenty_times_the_median_is_balanced_and_explained (8 slots, local[8])
     assert skewed.session_conf() == {
         "spark.sql.shuffle.partitions": "8",
-        "spark.sql.files.maxPartitionBytes": str(78 * M // 8),
+        "spark.sql.files.maxPartitionBytes": "10428089",
         "spark.sql.files.openCostInBytes": str(256 * K),
     }
     assert skewed.input_balance is not None and skewed.input_balance["predicted_max_over_median"] <= 2
