@@ -14,17 +14,26 @@ runs with dynamic allocation, bounded by the decision:
 - no external shuffle service is assumed, so ``shuffleTracking`` keeps an executor while it holds shuffle
   data of a running job. Once no running job reads its shuffle data, Spark's default keeps it until the
   driver's garbage collector cleans the shuffle (``spark.cleaner.periodicGC.interval``, 30 min), which in
-  practice is the application's life; ``shuffleTracking.timeout`` = the idle timeout releases it instead.
-  A later job that reads a released executor's shuffle output recomputes those map tasks (correct, and
-  rare here: each stage of a region is its own query, and its handover to the next is cached);
-- ``executorIdleTimeout`` = :data:`IDLE_TIMEOUT_S` (Spark's default is 60 s, as long as many whole regions).
+  practice is the application's life; ``shuffleTracking.timeout`` = :data:`SHUFFLE_IDLE_TIMEOUT_S` releases
+  it instead. A later job that reads a released executor's shuffle output recomputes those map tasks
+  (correct, and rare here: each stage of a region is its own query, and a handover read twice is cached);
+- ``executorIdleTimeout`` = :data:`IDLE_TIMEOUT_S` for an idle executor without shuffle data (Spark's
+  default is 60 s, as long as many whole regions).
 
-Why 15 s: it must outlast the gaps between a region's Spark jobs (the driver commits a stage's output and
-reads the next one's inputs in between: 1 to 5 s measured on the loopback cluster), or executors would
-leave between two jobs that both need them; and it should be about what re-acquiring an executor costs
-(a standalone executor's JVM start and registration, 3 to 8 s here): keeping an idle executor that long
-and then releasing it wastes at most twice the best choice made in hindsight (the ski-rental bound).
-Regions here last tens of seconds to minutes, so 15 s releases most of what a narrower stage leaves idle.
+Why 15 s for an executor that holds only finished jobs' shuffle data (the usual idle executor: a narrower
+stage after a wider one): it must outlast the gaps between a region's Spark jobs (the driver commits a
+stage's output and reads the next one's inputs in between: 0.3 to 2 s measured on the loopback cluster),
+or executors would leave between two jobs that both need them; and it should be about what re-acquiring
+an executor costs (its JVM start and registration: a region's executors registered 12.6 to 14.2 s after
+its application started on the loopback cluster at a load average of about 5): keeping an idle executor
+that long and then releasing it wastes at most twice the best choice made in hindsight (the ski-rental
+bound). Regions here last tens of seconds to minutes, so 15 s gives back most
+of what a narrower stage leaves idle.
+
+Why 30 s without shuffle data: that is every executor from its start until the region's first job, and
+Spark releases idle executors even then. The region's driver took 13 to 15 s from its executors'
+registration to its first job on the loopback cluster under load (imports, inputs, the stage's own
+driver-side code); a release there would lose the first wave's even spread and cost an executor start.
 
 ``cachedExecutorIdleTimeout`` keeps Spark's default (never while the region's in-memory handover is
 cached); Spark applies the shorter of it and the shuffle timeout to an executor holding both.
@@ -43,8 +52,10 @@ from collections.abc import Mapping
 from airflow_provider_finegrained.planning import RegionSizing
 from airflow_provider_finegrained.planning.capacity import ResourceBounds, WorkerShape, check_resource_stability
 
-IDLE_TIMEOUT_S = 15
-"""Seconds an executor without running tasks (or with only finished jobs' shuffle data) is kept."""
+SHUFFLE_IDLE_TIMEOUT_S = 15
+"""Seconds an idle executor holding only finished jobs' shuffle data is kept (``shuffleTracking.timeout``)."""
+IDLE_TIMEOUT_S = 30
+"""Seconds an idle executor without shuffle data is kept (``executorIdleTimeout``)."""
 
 _PREFIX = "spark.dynamicAllocation."
 
@@ -64,12 +75,11 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dic
     planned = sizing.executor_instances
     # The planned executors, raised to the minimum, capped by the maximum (never below the minimum).
     ceiling = max(planned, least) if most is None else max(least, min(planned, most))
-    timeout = f"{IDLE_TIMEOUT_S}s"
     return {
         f"{_PREFIX}enabled": "true",
         f"{_PREFIX}shuffleTracking.enabled": "true",
-        f"{_PREFIX}shuffleTracking.timeout": timeout,
-        f"{_PREFIX}executorIdleTimeout": timeout,
+        f"{_PREFIX}shuffleTracking.timeout": f"{SHUFFLE_IDLE_TIMEOUT_S}s",
+        f"{_PREFIX}executorIdleTimeout": f"{IDLE_TIMEOUT_S}s",
         f"{_PREFIX}minExecutors": str(least),
         f"{_PREFIX}initialExecutors": str(ceiling),
         f"{_PREFIX}maxExecutors": str(ceiling),
@@ -83,14 +93,24 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dic
 def lifecycle_text(conf: Mapping[str, str]) -> str:
     """How the application's executors come and go, for the trace and the UI; empty when they are fixed.
 
-    ``up to 4, released when idle 15 s`` (``, 2 kept`` with a minimum), from the application's final
-    settings, so a connection's override shows as it ran.
+    ``up to 4, released when idle 15 s (30 s without shuffle data)`` (``, 2 kept`` with a minimum), from the
+    application's final settings, so a connection's override shows as it ran.
     """
     if str(conf.get(f"{_PREFIX}enabled", "")).strip().lower() != "true":
         return ""
-    most = conf.get(f"{_PREFIX}maxExecutors")
     idle = _seconds_text(str(conf.get(f"{_PREFIX}executorIdleTimeout", "60s")))
-    text = f"up to {most}, released when idle {idle}" if most else f"released when idle {idle}"
+    shuffle_timeout = conf.get(f"{_PREFIX}shuffleTracking.timeout")
+    tracking = str(conf.get(f"{_PREFIX}shuffleTracking.enabled", "true")).strip().lower() == "true"
+    if not tracking or conf.get("spark.shuffle.service.enabled", "").strip().lower() == "true":
+        released = f"released when idle {idle}"  # no shuffle data keeps an executor
+    elif shuffle_timeout is None:
+        released = f"released when idle {idle}, kept while holding shuffle data"
+    else:
+        # shuffleTracking.timeout is in milliseconds when given as a bare number.
+        shuffle = _seconds_text(str(shuffle_timeout), bare_unit="ms")
+        released = f"released when idle {shuffle}" + (f" ({idle} without shuffle data)" if shuffle != idle else "")
+    most = conf.get(f"{_PREFIX}maxExecutors")
+    text = f"up to {most}, {released}" if most else released
     least = str(conf.get(f"{_PREFIX}minExecutors", "0")).strip()
     if least not in ("", "0"):
         text += f", {least} kept"
@@ -101,10 +121,10 @@ _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
-def _seconds_text(value: str) -> str:
-    """A Spark time setting (``15s``, ``500ms``, ``1min``; a bare number is seconds) as ``15 s``; else as given."""
+def _seconds_text(value: str, bare_unit: str = "s") -> str:
+    """A Spark time setting (``15s``, ``500ms``, ``1min``; a bare number: ``bare_unit``) as ``15 s``; else as given."""
     match = _TIME.match(value)
     if match is None:
         return value
-    seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "s").lower()]
+    seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or bare_unit).lower()]
     return f"{seconds:g} s"

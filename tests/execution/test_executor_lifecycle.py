@@ -8,6 +8,7 @@ import pytest
 
 from airflow_provider_finegrained.execution.executor_lifecycle import (
     IDLE_TIMEOUT_S,
+    SHUFFLE_IDLE_TIMEOUT_S,
     executor_lifecycle_conf,
     lifecycle_text,
 )
@@ -18,6 +19,7 @@ from airflow_provider_finegrained.planning.capacity import ResourceBounds
 
 GiB = 2**30
 DA = "spark.dynamicAllocation."
+IDLE, SHUFFLE = f"{DA}executorIdleTimeout", f"{DA}shuffleTracking.timeout"
 
 
 def sizing(
@@ -69,7 +71,9 @@ def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
     # No external shuffle service assumed: shuffle tracking, and its timeout so that an executor holding only
     # finished jobs' shuffle data leaves too (Spark's default keeps it until the driver's GC cleans the shuffle).
     assert conf[f"{DA}shuffleTracking.enabled"] == "true"
-    assert conf[f"{DA}shuffleTracking.timeout"] == conf[f"{DA}executorIdleTimeout"] == f"{IDLE_TIMEOUT_S}s"
+    assert conf[f"{DA}shuffleTracking.timeout"] == f"{SHUFFLE_IDLE_TIMEOUT_S}s"
+    # Longer without shuffle data: every executor from its start to the region's first job.
+    assert conf[f"{DA}executorIdleTimeout"] == f"{IDLE_TIMEOUT_S}s"
     # Spark starts max(min, initial, executor.instances) executors; standalone caps by cores.max.
     assert conf["spark.executor.instances"] == str(expected[1])
     assert int(conf["spark.cores.max"]) == expected[2] * region.executor_cores
@@ -89,15 +93,22 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
     return ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
 
 
+LIFE = "15 s (30 s without shuffle data)"
 CLUSTER = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, executor_memory=GiB)
 
 
 @pytest.mark.parametrize(
     ("host", "extra", "expected_da", "text"),
     [
-        pytest.param("spark://m:7077", {}, "true", "up to 4, released when idle 15 s", id="standalone"),
-        pytest.param("k8s://https://k:6443", {}, "true", "up to 4, released when idle 15 s", id="kubernetes"),
-        pytest.param("yarn", {"min_slots": 2}, "true", "up to 4, released when idle 15 s, 2 kept", id="yarn-minimum"),
+        pytest.param("spark://m:7077", {}, "true", f"up to 4, released when idle {LIFE}", id="standalone"),
+        pytest.param("k8s://https://k:6443", {}, "true", f"up to 4, released when idle {LIFE}", id="kubernetes"),
+        pytest.param(
+            "yarn",
+            {"min_slots": 2},
+            "true",
+            f"up to 4, released when idle {LIFE}, 2 kept",
+            id="yarn-minimum",
+        ),
         pytest.param(
             "spark://m:7077",
             {"spark_conf": {f"{DA}enabled": "false"}},
@@ -107,10 +118,10 @@ CLUSTER = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, 
         ),
         pytest.param(
             "spark://m:7077",
-            {"spark_conf": {f"{DA}executorIdleTimeout": "1min"}},
+            {"spark_conf": {f"{DA}executorIdleTimeout": "1min", f"{DA}shuffleTracking.timeout": "60000"}},
             "true",
             "up to 4, released when idle 60 s",
-            id="connection-sets-the-timeout",
+            id="connection-sets-the-timeouts",
         ),
     ],
 )
@@ -132,22 +143,37 @@ def test_a_local_application_conf_has_no_dynamic_allocation() -> None:
     assert lifecycle_text(conf) == ""
 
 
+ON = {f"{DA}enabled": "true"}
+
+
 @pytest.mark.parametrize(
     ("conf", "text"),
     [
         ({}, ""),
         ({f"{DA}enabled": "false", f"{DA}maxExecutors": "4"}, ""),
         (
-            {f"{DA}enabled": "TRUE", f"{DA}maxExecutors": "4", f"{DA}executorIdleTimeout": "15s"},
-            "up to 4, released when idle 15 s",
+            {f"{DA}enabled": "TRUE", f"{DA}maxExecutors": "4", IDLE: "15s"},
+            "up to 4, released when idle 15 s, kept while holding shuffle data",  # Spark's default: no timeout
         ),
-        ({f"{DA}enabled": "true", f"{DA}maxExecutors": "2"}, "up to 2, released when idle 60 s"),  # Spark's default
-        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "500ms"}, "released when idle 0.5 s"),
-        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "30"}, "released when idle 30 s"),  # bare: seconds
-        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "2h"}, "released when idle 7200 s"),
-        ({f"{DA}enabled": "true", f"{DA}executorIdleTimeout": "soon"}, "released when idle soon"),
+        ({**ON, f"{DA}maxExecutors": "2", SHUFFLE: "60s"}, "up to 2, released when idle 60 s"),
         (
-            {f"{DA}enabled": "true", f"{DA}maxExecutors": "4", f"{DA}minExecutors": "1"},
+            {**ON, IDLE: "500ms", SHUFFLE: "500"},
+            "released when idle 0.5 s",
+        ),
+        (
+            {**ON, IDLE: "30", SHUFFLE: "2min"},  # bare: s and ms
+            "released when idle 120 s (30 s without shuffle data)",
+        ),
+        (
+            {**ON, IDLE: "2h", f"{DA}shuffleTracking.enabled": "false"},
+            "released when idle 7200 s",
+        ),
+        (
+            {**ON, IDLE: "soon", "spark.shuffle.service.enabled": "true"},
+            "released when idle soon",
+        ),
+        (
+            {**ON, f"{DA}maxExecutors": "4", f"{DA}minExecutors": "1", SHUFFLE: "1min"},
             "up to 4, released when idle 60 s, 1 kept",
         ),
     ],
@@ -160,8 +186,8 @@ def test_the_run_page_says_how_the_executors_come_and_go() -> None:
     from airflow_provider_finegrained.ui.model import stage_row
     from tests.ui.plans import trace
 
-    conf = {f"{DA}enabled": "true", f"{DA}maxExecutors": "4", f"{DA}executorIdleTimeout": "15s"}
+    conf = executor_lifecycle_conf(ResourceBounds(), sizing(4))
     row = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4, spark_conf=conf), None, "success")
-    assert row.executors_text == "4 × 2 cores (up to 4, released when idle 15 s)"
+    assert row.executors_text == f"4 × 2 cores (up to 4, released when idle {LIFE})"
     fixed = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4), None, "success")
     assert fixed.executors_text == "4 × 2 cores"
