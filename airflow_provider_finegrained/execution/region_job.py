@@ -58,7 +58,8 @@ def build_region_job(
     config_for: Callable[[str], ParallelismConfig],
 ) -> RegionJob:
     """The region job of the decided region, its callables pickled into the region folder."""
-    from pyspark import cloudpickle
+    # pyspark's cloudpickle without pyspark's 0.6-3 s of imports on the task's path (vendored_cloudpickle)
+    from airflow_provider_finegrained.spark import vendored_cloudpickle as cloudpickle
 
     members = list(plan.regions[region])
     stages = []
