@@ -67,6 +67,8 @@ SPLIT_STEP_PERCENTS = tuple(range(0, 21, 2))
 packing and the open costs it counts leave gaps, so bytes / n alone often packs into n + 1 tasks."""
 MAX_CANDIDATE_WAVES = 24
 """At most this many wave counts are tried (spread geometrically up to the decided parallelism's)."""
+HOT_FILE_WAVES = 2
+"""A file holding more than one slot's share of a skewed input is read by at least this many waves of tasks."""
 SIMULATION_BUDGET = 200_000
 """Candidate splits x scanned files replayed at most (evenly thinned above it): about half a second of planning."""
 
@@ -270,6 +272,7 @@ def decide_balance(
     if row_group_bytes is None:
         row_group_bytes = producer_row_group_bytes(finest)
     median = int(statistics.median(sizes))
+    largest = max(sizes)
     # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
     # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
     cores = max(1, cores or 1)
@@ -295,7 +298,18 @@ def decide_balance(
         return _Plan(split, open_cost, tasks, spread(tasks), scan_cost(tasks, slots, TASK_COST_BYTES))
 
     decided = plan(finest)
-    candidates = _candidate_splits(total, finest, parallelism, slots)
+    # No coarser than Spark's 128 MiB default (or bytes / parallelism when that is coarser): a scan task
+    # streams its split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
+    coarsest = max(finest, SPARK_MAX_PARTITION_BYTES)
+    hot_share = largest / total
+    hot = largest > SKEWED_INPUT_SPREAD * median and hot_share > 1 / slots
+    if hot:
+        # A hot key's file above one slot's share: its rows are a shuffle partition that AQE's skew join can
+        # split only at map-output boundaries, so the scan's tasks are also the pieces it can make. Read it
+        # in at least two waves of tasks, so the pieces spread over every slot and outnumber the other join
+        # tasks (measured: 2 scan tasks left a 75% key in 2 join pieces, join max/median 3.4).
+        coarsest = max(finest, min(coarsest, math.ceil(largest / (HOT_FILE_WAVES * slots))))
+    candidates = _candidate_splits(total, finest, parallelism, slots, coarsest)
     most = max(8, SIMULATION_BUDGET // len(sizes))
     if len(candidates) > most:
         candidates = [candidates[round(i * (len(candidates) - 1) / (most - 1))] for i in range(most)]
@@ -322,6 +336,12 @@ def decide_balance(
             f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
             f"{_mib(TASK_COST_BYTES)} a task: {_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
             f"{len(decided.tasks)} tasks, {_mib(decided.cost)})"
+        )
+    if hot:
+        reasons.append(
+            f"the largest file holds {hot_share:.0%} of the bytes, more than one of {slots} slots' share: a "
+            f"hot key's rows, which AQE's skew join can split only by map task; read in chunks of at most "
+            f"{_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
         )
     if largest > split:
         reasons.append(
@@ -367,13 +387,9 @@ class _Plan:
     cost: int
 
 
-def _candidate_splits(total: int, finest: int, parallelism: int, slots: int) -> list[int]:
-    """Splits for whole waves of tasks over the slots, coarser than the decided parallelism's ``finest``.
-
-    No coarser than Spark's 128 MiB default (or ``finest`` when that is coarser): a scan task streams its
-    split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
-    """
-    coarsest = max(finest, SPARK_MAX_PARTITION_BYTES)
+def _candidate_splits(total: int, finest: int, parallelism: int, slots: int, coarsest: int) -> list[int]:
+    """Splits for whole waves of tasks over the slots, coarser than the decided parallelism's ``finest``
+    and at most ``coarsest``."""
     most = max(1, math.ceil(parallelism / slots))
     if most <= MAX_CANDIDATE_WAVES:
         waves = list(range(1, most + 1))

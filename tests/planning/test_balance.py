@@ -158,6 +158,26 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
         # empty files carry nothing: they are not counted in the median; one core: one task of 8M (cost 10M)
         # beats two of 4M (12M), at 8M x 1.0 (open min(4M, 1M, 256K) = 256K)
         ([0, 0, 8 * M], 2, {}, {"split": 8 * M, "open": 256 * K, "tasks": [8 * M], "decided_tasks": [4 * M, 4 * M]}),
+        # A hot file: 48M (75% of 64M, 12x the median 4M) and four of 4M, parallelism 8, 2 cores, 2M row groups.
+        # 75% is more than one of 2 slots' share: chunks of at most ceil(48M / 4) = 12M, so the cheaper plans
+        # that read it in 1 or 2 tasks (2 tasks of 34M and 30M, cost 36M) are not tried. At 8M: 6 chunks of 8M
+        # and the 4M files alone (4M + 0.5M open + 4M > 8M): 10 tasks, cost (6 x 10M + 4 x 6M) / 2 = 42M.
+        # At 12% above 64M / 6 (ceil(64M x 112 / 600) = 12,526,988, 11.95M; open 11.95M / 32 = 391,468):
+        # chunks 11.95M x 4 + 0.21M hold the row groups with midpoints 1..11, 13..23, 25..35, 37..47: 12M each,
+        # the last none; two 4M files a task (4.37M + 4M fits, a third does not), the 0.21M chunk with them:
+        # [12, 12, 12, 12, 8, 8], cost 14 + 14 + 10 = 38M, the least up to 12M.
+        (
+            [48 * M] + [4 * M] * 4,
+            8,
+            {"cores": 2, "row_group_bytes": 2 * M},
+            {
+                "split": 12_526_988,
+                "open": 391_468,
+                "tasks": [12 * M] * 4 + [8 * M] * 2,
+                "decided_tasks": [8 * M] * 6 + [4 * M] * 4,
+                "cost": 38 * M,
+            },
+        ),
         # slots below the cores (task.cpus 2 on 4 cores): waves over 2 slots; 4 tasks of 16M cost 36M, and
         # Spark cuts any split at bytesPerCore (64M + 0.5M) / 4 = 16.125M: bytes / parallelism stays.
         ([64 * M], 4, {"cores": 4, "slots": 2}, {"split": 16 * M, "tasks": [16 * M] * 4, "cost": 36 * M}),
@@ -187,22 +207,19 @@ def test_decide_balance_table(
 
 
 def test_twenty_times_the_median_is_balanced_and_explained() -> None:
-    # 40M + 19 x 2M = 78M, parallelism 8 on 8 cores. At 9.75M: tasks 10, 10, 10, 8 and five of 8 (the 1M
-    # chunk with three 2M files); 9 tasks on 8 slots: the ninth (8M) goes to the first slot free, one that
-    # ran an 8M task: cost 8 + 2 + 8 + 2 = 20M.
-    # 2% above (9.945M, 10,428,089 bytes): chunks 9.945M x 4 + 0.22M; 2M row groups give them 10, 10, 10, 10
-    # and 0; the 2M files pack four to a task, the last three with the 0.22M chunk: 10 x 4, 8 x 4, 6: the
-    # ninth (6M) after an 8M one: 8 + 2 + 6 + 2 = 18M, the least.
+    # 40M + 19 x 2M = 78M, parallelism 8 on 8 cores. The 40M file holds 51% of the bytes, more than one of 8
+    # slots' share: it is read in chunks of at most ceil(40M / (2 x 8)) = 2.5M, below bytes / parallelism
+    # 9.75M, so the split stays 9.75M. Tasks 10, 10, 10, 8 and five of 8 (the 1M chunk with three 2M files);
+    # 9 tasks on 8 slots: the ninth (8M) goes to the first slot free, one that ran an 8M task: 20M.
     balance = decide_balance([40 * M] + [2 * M] * 19, 8, row_group_bytes=2 * M, cores=8)
     assert balance is not None
-    assert balance.max_partition_bytes == 10_428_089
-    assert balance.task_bytes == (10 * M,) * 4 + (8 * M,) * 4 + (6 * M,)
+    assert balance.max_partition_bytes == 78 * M // 8
     record = balance.to_dict()
     assert record["predicted_max_over_median"] == 1.25  # 10M / 8M
     assert record["predicted_waves"] == 2 and record["slots"] == 8
     assert record["cost"] == {
         "task_cost_bytes": 2 * M,
-        "predicted": 18 * M,
+        "predicted": 20 * M,
         "at_decided_parallelism": {"tasks": 9, "max_over_median": 1.25, "cost": 20 * M},
         # Spark's defaults: split min(128M, (78M + 80M) / 8 = 19.75M), the 40M file (one row group) in one task
         "spark_defaults": 40 * M + 2 * M,
@@ -210,11 +227,23 @@ def test_twenty_times_the_median_is_balanced_and_explained() -> None:
     assert record["file_bytes"] == {"min": 2 * M, "median": 2 * M, "max": 40 * M}
     assert record["spark_default_max_over_median"] > 2
     assert "20.0x the median" in record["why"] and "cut into chunks" in record["why"]
+    assert "split at 9.8 MiB (bytes / parallelism 8)" in record["why"]
     assert (
-        "split at 9.9 MiB: 9 tasks in 2 waves over 8 slots, the least predicted cost with max/median <= 2 (the "
-        "busiest slot's bytes plus 2.0 MiB a task: 18.0 MiB; at bytes / parallelism 8: 9 tasks, 20.0 MiB)"
+        "the largest file holds 51% of the bytes, more than one of 8 slots' share: a hot key's rows, which AQE's "
+        "skew join can split only by map task; read in chunks of at most 9.8 MiB (2 waves of tasks)"
     ) in record["why"]
     assert "open cost 0.2 MiB instead of Spark's 4 MiB" in record["why"]
+
+
+def test_fewer_tasks_are_explained_with_their_cost() -> None:
+    # 64M in one file, parallelism 4, 2 cores: table case 1 (two tasks of 32M, cost 34M against 36M)
+    balance = decide_balance([64 * M], 4, cores=2)
+    assert balance is not None
+    assert (
+        "split at 32.0 MiB: 2 tasks in 1 wave over 2 slots, the least predicted cost with max/median <= 2 (the "
+        "busiest slot's bytes plus 2.0 MiB a task: 34.0 MiB; at bytes / parallelism 4: 4 tasks, 36.0 MiB)"
+    ) in balance.why
+    assert "hot key" not in balance.why  # one file is not skewed against itself
 
 
 @pytest.mark.parametrize(
@@ -285,7 +314,7 @@ def test_size_region_sets_the_balance_and_says_so() -> None:
     # the split of test_twenty_times_the_median_is_balanced_and_explained (8 slots, local[8])
     assert skewed.session_conf() == {
         "spark.sql.shuffle.partitions": "8",
-        "spark.sql.files.maxPartitionBytes": "10428089",
+        "spark.sql.files.maxPartitionBytes": str(78 * M // 8),
         "spark.sql.files.openCostInBytes": str(256 * K),
     }
     assert skewed.input_balance is not None and skewed.input_balance["predicted_max_over_median"] <= 2
