@@ -35,14 +35,29 @@ class CostModel:
     app_start_s: float = 20.0
     executor_start_s: float = 3.0
     memory_expansion: float = 3.0
+    app_registered_share: float = 1.0
+    """The share of the application's start before it registers (SparkContext up; a static application's
+    executors are launched then); the rest is the driver's own start before its first job."""
+    driver_stage_s: float = 0.0
+    """The driver's own seconds per stage (planning, committing and measuring its output) while the
+    application's executors wait; fitted from the warm variant (e) of compare-runs.csv."""
     spill_slowdown: float = 1.0
     """Extra seconds per spilled byte, as a multiple of the seconds to process a byte."""
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("warmup_s", "task_overhead_s", "app_start_s", "executor_start_s", "spill_slowdown"):
+        for name in (
+            "warmup_s",
+            "task_overhead_s",
+            "app_start_s",
+            "executor_start_s",
+            "spill_slowdown",
+            "driver_stage_s",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"cost model {name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0 <= self.app_registered_share <= 1:
+            raise ValueError(f"cost model app_registered_share must be in [0, 1], got {self.app_registered_share!r}")
         if self.bytes_per_s <= 0 or self.memory_expansion <= 0:
             raise ValueError(
                 f"cost model bytes_per_s and memory_expansion must be > 0, got {self.bytes_per_s!r}, "
@@ -83,6 +98,8 @@ def least_squares(xs: Sequence[Sequence[float]], ys: Sequence[float]) -> list[fl
     return [a[i][n] / a[i][i] for i in range(n)]
 
 
+APP_REGISTERED_SHARE = 8 / 14
+"""FIELD-NOTES: a trivial spark-submit takes about 14 s, creating its SparkSession about 8 s of it."""
 COLD_VARIANTS = frozenset({"a", "b"})
 """Variants of compare-stages.csv that run every stage in a fresh application (the others share a warm one)."""
 FUSED_VARIANTS = frozenset({"e", "oracle"})
@@ -139,6 +156,24 @@ def _app_start(results: Path) -> tuple[float, list[float]]:
     return statistics.median(per_scale), per_scale
 
 
+def _driver_stage(results: Path, stages: int = len(STAGE_INPUT_BYTES_SF1), cores: int = 2) -> tuple[float, list[float]]:
+    """Seconds of driver work per stage: the warm variant (e) in its session, less its tasks on ``cores``.
+
+    Variant (e) runs every stage in one warm application on local[2]: its time inside Spark minus task
+    CPU / cores is what the driver spends per stage (planning, job scheduling, committing, measuring).
+    """
+    per_scale: dict[str, list[float]] = {}
+    with (results / "compare-runs.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            if row["variant"] == "e" and row["ok"] == "True":
+                inside = float(row["apps_wall_s"]) - float(row["task_cpu_s"]) / cores
+                per_scale.setdefault(row["scale"], []).append(inside / stages)
+    if not per_scale:
+        raise ValueError(f"{results / 'compare-runs.csv'} holds no variant (e) runs to fit the driver's work")
+    medians = [statistics.median(v) for _, v in sorted(per_scale.items())]
+    return statistics.median(medians), medians
+
+
 def fit_cost_model(results: Path = RESULTS, executor_start_s: float = 3.0) -> CostModel:
     """Fit task overhead and throughput (relative least squares) and the application start."""
     points = _stage_points(results)
@@ -146,6 +181,7 @@ def fit_cost_model(results: Path = RESULTS, executor_start_s: float = 3.0) -> Co
     if min(warmup, overhead, seconds_per_byte) <= 0:
         raise ValueError(f"the cost fit gave a non-positive parameter ({warmup}, {overhead}, {seconds_per_byte})")
     app_start, per_scale = _app_start(results)
+    driver_stage, driver_per_scale = _driver_stage(results)
 
     def errors(group: list[tuple[str, float, float, float, float]]) -> dict[str, float]:
         rel = [abs(warmup * w + overhead * t + seconds_per_byte * b - c) / c for _, w, t, b, c in group]
@@ -161,6 +197,8 @@ def fit_cost_model(results: Path = RESULTS, executor_start_s: float = 3.0) -> Co
         bytes_per_s=1 / seconds_per_byte,
         app_start_s=app_start,
         executor_start_s=executor_start_s,
+        driver_stage_s=driver_stage,
+        app_registered_share=APP_REGISTERED_SHARE,
         fit={
             "task_cpu": (
                 "stage task CPU s = warmup_s x (fresh application) + task_overhead_s x tasks"
@@ -177,5 +215,9 @@ def fit_cost_model(results: Path = RESULTS, executor_start_s: float = 3.0) -> Co
             "app_start_per_scale_s": [round(v, 2) for v in per_scale],
             "app_start": "median over scales of (fixed+AQE wall - oracle wall) / (applications - 1), compare-runs.csv",
             "executor_start": "assumed (not measured here)",
+            "app_registered_share": "FIELD-NOTES: SparkSession created in about 8 s of a 14 s trivial spark-submit",
+            "driver_stage_per_scale_s": [round(v, 2) for v in driver_per_scale],
+            "driver_stage": "median over scales of (variant e's seconds in Spark - task CPU / 2 cores) / 8 stages,"
+            " compare-runs.csv",
         },
     )

@@ -10,6 +10,18 @@ Policies (docs/simulation.md):
 - ``provider``: every region is one application sized by the real planner (``decide_region``: parallelism
   from the bytes consumed, ``size_region``) and admitted by ``decide_capacity`` against the free
   executors; its executors are released when the region ends.
+- ``provider+release``: the provider's decisions, and the region's application gives back executors it
+  no longer uses: dynamic allocation bounded by the decision (initial = max = the executors admitted,
+  min 0), an executor idle for ``idle_timeout_s`` released unless it holds shuffle data the stage in
+  progress still reads (shuffle tracking; ``shuffle_timeout_s`` releases those too), asked for again
+  (up to the admitted count) when a later stage's backlog needs it.
+- ``provider+grow``: as ``provider+release``, but the bound is the executors the region REQUESTED
+  (initial = admitted, max = planned): a region admitted smaller asks for the rest as executors free up
+  (a change to the provider's decisions this simulator proposes, not what it does).
+
+With a :class:`~bench.simulate.loopback.LoopbackModel`, every start, executor start and task is CPU work
+on a few shared physical cores (item 2's loopback cluster) and each DAG task pays Airflow's delay and
+task-process start; without one, each takes its cost model's seconds on its own core.
 
 A stage runs as a scan phase (file splits) then a shuffle phase; a phase's tasks are equal, each
 taking ``CostModel.task_seconds`` on one core. Stages of one application run one after another.
@@ -21,7 +33,7 @@ import math
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_finegrained.contract import OutputRecord
@@ -38,10 +50,11 @@ from airflow_provider_finegrained.planning import (
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel
 from bench.simulate.events import EventLoop
+from bench.simulate.loopback import LoopbackModel, SharedCPU
 from bench.simulate.workload import DagRun
 
 MiB = 2**20
-POLICIES = ("fixed", "dynamic", "provider")
+POLICIES = ("fixed", "dynamic", "provider", "provider+release", "provider+grow")
 FILE_BYTES = 128 * MiB
 """External tables are stored as parquet files of at most this size."""
 
@@ -62,6 +75,9 @@ class PolicySpec:
     max_parallelism: int = 128
     """The provider's ParallelismConfig default."""
     avg_bytes_per_task: int = 64 * MiB
+    shuffle_timeout_s: float | None = None
+    """provider+release: an idle executor holding shuffle data is released after this (None: Spark's
+    default, kept while the application runs)."""
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
@@ -76,6 +92,11 @@ class PolicySpec:
 class Phase:
     tasks: int
     task_s: float
+    reads_shuffle: bool = False
+    """A reduce phase: it reads the previous phase's shuffle output (held by the executors that wrote it)."""
+    driver_s: float = 0.0
+    """The driver's own work before this phase's tasks (a stage's planning, its output's commit and
+    measurement): the application's executors wait meanwhile."""
 
 
 @dataclass
@@ -92,6 +113,10 @@ class Metrics:
     app_queue_sum_s: float = 0.0
     """Sum over applications of registration to first executor added (what item 2 reads from event logs)."""
     used_core_s: float = 0.0
+    idle_driver_core_s: float = 0.0
+    """Ready executor cores without a task while their driver works (starting, planning a stage)."""
+    idle_slot_core_s: float = 0.0
+    """Ready executor cores without a task while no task is left for them (narrow phases, waves' tails)."""
     applications: int = 0
     tasks: int = 0
     arrivals: list[float] = field(default_factory=list)
@@ -103,6 +128,9 @@ class Metrics:
     planner_s: float = 0.0
     events: int = 0
     wall_s: float = 0.0
+    admissions: dict[int, list[list[Any]]] = field(default_factory=dict)
+    """provider: per run index, each region's [name, executors requested, admitted, admitted at, ended at]."""
+    slowest: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         start, end = min(self.arrivals), max(self.finishes)
@@ -127,6 +155,13 @@ class Metrics:
             "added_core_s": round(self.added_core_s, 1),
             "app_queue_sum_s": round(self.app_queue_sum_s, 1),
             "used_core_s": round(self.used_core_s, 1),
+            # reserved = starting (grant to ready) + used + idle while the driver works + idle with no task.
+            "reserved_breakdown_core_s": {
+                "starting": round(self.reserved_core_s - self.added_core_s, 1),
+                "used": round(self.used_core_s, 1),
+                "idle_driver": round(self.idle_driver_core_s, 1),
+                "idle_no_task": round(self.idle_slot_core_s, 1),
+            },
             "used_over_reserved": round(self.used_core_s / self.reserved_core_s, 4) if self.reserved_core_s else None,
             "reserved_over_cluster": round(self.reserved_core_s / (self.cluster_cores * makespan), 4)
             if makespan
@@ -139,6 +174,7 @@ class Metrics:
             "planner_s": round(self.planner_s, 2),
             "events": self.events,
             "wall_s": round(self.wall_s, 2),
+            "slowest_runs": self.slowest,
         }
 
 
@@ -151,6 +187,10 @@ class _RegionPlan:
     request: ExecutorRequest
     phases: tuple[Phase, ...]
     ran_with: dict[str, int]
+
+
+_PLAN_CACHE: dict[Any, _RegionPlan] = {}
+"""Region decisions by (cluster, cost model, parallelism config, shape, tables, region), across simulations."""
 
 
 class _Run:
@@ -171,13 +211,16 @@ class _App:
 
     __slots__ = (
         "activity",
+        "blocked",
         "cold",
         "done",
         "granted",
+        "mark",
         "pending",
         "phase",
         "phases",
         "ready",
+        "record",
         "registered",
         "run",
         "running",
@@ -207,12 +250,22 @@ class _App:
         self.shuffle_holders = 0
         self.cold = 0  # ready executors that have not run a task yet
         self.registered = -1.0  # when the application registered; -1 until then, and after its first executor
+        self.blocked = False  # the driver works (a stage's planning): no task starts
+        self.record: list[Any] | None = None  # provider: [region, requested, admitted, admitted at, ended at]
+        self.mark = 0.0  # the last change of ready executors, running tasks or blocked (idle accounting)
 
 
 class Simulation:
     """One policy over one workload on one cluster; ``run()`` returns the metrics."""
 
-    def __init__(self, cluster: ClusterSpec, cost: CostModel, policy: PolicySpec, runs: Sequence[DagRun]) -> None:
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        cost: CostModel,
+        policy: PolicySpec,
+        runs: Sequence[DagRun],
+        loopback: LoopbackModel | None = None,
+    ) -> None:
         if not runs:
             raise ValueError("a simulation needs at least one DAG run")
         self.spec = cluster
@@ -220,6 +273,15 @@ class Simulation:
         self.policy = policy
         self.runs = runs
         self.loop = EventLoop()
+        self.provider = policy.name.startswith("provider")
+        self.release = policy.name in ("provider+release", "provider+grow")
+        self.grow = policy.name == "provider+grow"
+        self.scales_executors = policy.name == "dynamic" or self.release
+        self.loopback = loopback
+        self.cpu = SharedCPU(self.loop, loopback.physical_cores, loopback.background_load) if loopback else None
+        # A fresh executor JVM's first task (class loading, JIT): the cost model's figure was fitted in
+        # local mode, where the driver's JVM had warmed up already; a standalone executor is its own JVM.
+        self.warmup_s = loopback.executor_warmup_cpu_s if loopback else cost.warmup_s
         self.cluster = Cluster(cluster, self._granted)
         self.metrics = Metrics(policy.name, cluster.total_cores, cluster.executor_cores)
         self.spe = cluster.executor_cores  # one core per task
@@ -256,12 +318,25 @@ class Simulation:
             )
         m.events = self.loop.processed
         m.wall_s = time.perf_counter() - started
+        # The five runs that ended last, and (provider) how each region was admitted: what sets a makespan.
+        for index in sorted(range(len(self.runs)), key=lambda i: m.finishes[i])[-5:]:
+            run = self.runs[index]
+            m.slowest.append(
+                {
+                    "run_id": run.run_id,
+                    "shape": run.shape.name,
+                    "scale": round(run.scale, 3),
+                    "arrival": round(run.arrival, 1),
+                    "finish": round(m.finishes[index], 1),
+                    "regions": m.admissions.get(index, []),
+                }
+            )
         return m
 
     def _units(self, run: DagRun) -> dict[str, tuple[str, ...]]:
         """unit -> its stages: a region for the provider, a stage for the others (one application each)."""
         plan = run.shape.plan
-        if self.policy.name == "provider":
+        if self.provider:
             return plan.regions
         key = run.shape.name
         if key not in self._stage_units:
@@ -306,38 +381,69 @@ class Simulation:
     # --- launching an application -----------------------------------------------------------------
 
     def _launch(self, state: _Run, unit: str, stages: tuple[str, ...]) -> None:
-        if self.policy.name == "provider":
+        if self.loopback is not None:
+            # Airflow: the scheduler queues the unit's task(s), each a fresh task process.
+            self._airflow_start(len(stages), self._launch_now, state, unit, stages)
+        else:
+            self._launch_now(state, unit, stages)
+
+    def _airflow_start(self, tasks: int, callback: Any, *args: Any) -> None:
+        assert self.loopback is not None and self.cpu is not None
+        cpu, work = self.cpu, self.loopback.airflow_task_cpu_s
+        self.loop.after(self.loopback.scheduler_delay_s, cpu.run, work, float(tasks), callback, *args)
+
+    def _launch_now(self, state: _Run, unit: str, stages: tuple[str, ...]) -> None:
+        if self.provider:
             self._launch_region(state, unit)
             return
         phases = self._default_phases(state, stages[0])
         self._start_app(_App(state, stages, phases, self.policy.fixed_executors))
 
     def _start_app(self, app: _App) -> None:
+        """The application's start in two parts: to its registration (SparkContext up: a static
+        application's executors are launched now), then the driver's own start before its first job."""
         self.metrics.applications += 1
-        self.loop.after(self.cost.app_start_s, self._registered, app)
+        self._app_start_part(app, self.cost.app_registered_share, self._registered)
+
+    def _app_start_part(self, app: _App, share: float, callback: Any) -> None:
+        if self.cpu is not None and self.loopback is not None:
+            threads = self.loopback.app_threads
+            self.cpu.run(self.loopback.app_cpu_s * share / threads, threads, callback, app)
+        else:
+            self.loop.after(self.cost.app_start_s * share, callback, app)
 
     def _registered(self, app: _App) -> None:
         app.registered = self.loop.now
-        if self.policy.name == "dynamic":
-            self._backlog(app)
-        elif self.policy.name == "provider":
+        self._account(app)
+        app.blocked = True
+        if self.provider:
+            app.target = app.want  # initial = max = what the capacity decision admitted
             self._granted(app, app.want)  # places held since the capacity decision
-        else:
+        elif self.policy.name == "fixed":
             self.cluster.request(app, app.want)
+        self._app_start_part(app, 1.0 - self.cost.app_registered_share, self._driver_started)
+
+    def _driver_started(self, app: _App) -> None:
+        self._account(app)
+        app.blocked = False
+        if self.policy.name == "dynamic":
+            self._backlog(app)  # dynamic allocation asks once the first job's tasks are pending
+        self._driver_work(app)
+        self._fill(app)
 
     def _default_phases(self, state: _Run, stage: str) -> list[Phase]:
         """Spark's defaults: split size from default parallelism, 200 shuffle partitions coalesced by AQE."""
         p = self.policy
         read = state.inputs[stage]
         split = min(128 * MiB, max(4 * MiB, read / p.default_parallelism))
-        scan = max(1, math.ceil(read / split))
+        scan = _scan_tasks(self._file_inputs(state, stage, set()), split)
         shuffled = read * SHUFFLE_FRACTION
         target = min(p.advisory_partition_bytes, max(1 * MiB, shuffled / p.default_parallelism))
         reduce = min(p.shuffle_partitions, max(1, math.ceil(shuffled / target)))
         share = self.spec.task_memory()
         return [
-            Phase(scan, self.cost.task_seconds(read / scan, share)),
-            Phase(reduce, self.cost.task_seconds(shuffled / reduce, share)),
+            Phase(scan, self.cost.task_seconds(read / scan, share), driver_s=self.cost.driver_stage_s),
+            Phase(reduce, self.cost.task_seconds(shuffled / reduce, share), reads_shuffle=True),
         ]
 
     # --- the provider: the real planner decides each region -------------------------------------------
@@ -346,7 +452,9 @@ class Simulation:
         run = state.run
         planned = self._region_plan(state, region)
         state.ran_with.update(planned.ran_with)
-        free = self.cluster.free  # places neither granted nor held for an admitted region
+        # Places neither granted nor held for an admitted region; executors other applications already
+        # asked for (provider+release asking again) come first.
+        free = self.cluster.free if self.cluster.waiting == 0 else 0
         workers = [
             WorkerCapacity(
                 free_cores=free * self.spec.executor_cores,
@@ -362,14 +470,31 @@ class Simulation:
         if not capacity.can_run:
             if not retry:
                 self.metrics.capacity_outcomes["wait"] += 1
-                self.waiting_regions.append((state, region))
+                if self.loopback is None:
+                    self.waiting_regions.append((state, region))
+            if self.loopback is not None:
+                # The deferred task's capacity trigger looks again each poll, no sooner than its floor.
+                first = max(self.loopback.trigger_floor_s, self.loopback.trigger_poll_s) if not retry else 0.0
+                self.loop.after(first or self.loopback.trigger_poll_s, self._poll_capacity, state, region)
             return False
         self.metrics.capacity_outcomes[capacity.outcome.value] += 1
         # The provider's reservation ledger holds the granted places until the application registers,
         # so regions admitted meanwhile do not count the same free executors twice.
         self.cluster.hold(capacity.executors)
-        self._start_app(_App(state, run.shape.plan.regions[region], list(planned.phases), capacity.executors))
+        app = _App(state, run.shape.plan.regions[region], list(planned.phases), capacity.executors)
+        app.record = [region, planned.request.executors, capacity.executors, round(self.loop.now, 1), None]
+        self.metrics.admissions.setdefault(state.index, []).append(app.record)
+        if retry and self.loopback is not None:
+            self._airflow_start(1, self._start_app, app)  # the trigger fired: the task resumes in a new process
+        else:
+            self._start_app(app)
         return True
+
+    def _poll_capacity(self, state: _Run, region: str) -> None:
+        if self.cluster.free and self.cluster.waiting == 0:
+            self._launch_region(state, region, retry=True)  # schedules the next poll itself if it cannot run
+        else:
+            self.loop.after(self.loopback.trigger_poll_s if self.loopback else 1.0, self._poll_capacity, state, region)
 
     def _region_plan(self, state: _Run, region: str) -> _RegionPlan:
         """The planner's decision for a region, memoized per (DAG shape, input table sizes, region).
@@ -381,6 +506,12 @@ class Simulation:
         key = (run.shape.name, tuple(sorted(run.table_bytes.items())), region)
         cached = self._region_plans.get(key)
         if cached is not None:
+            return cached
+        # The provider's variants decide alike: one planner call per case across simulations.
+        shared_key = (self.spec, self.cost, self.config, key)
+        cached = _PLAN_CACHE.get(shared_key)
+        if cached is not None:
+            self._region_plans[key] = cached
             return cached
         plan = run.shape.plan
         members = plan.regions[region]
@@ -394,9 +525,10 @@ class Simulation:
             parallelism=max(s.parallelism for s in sizing.stages.values()),
             slots_per_executor=sizing.executor_cores // sizing.task_cpus,
         )
-        phases = []
+        phases: list[Phase] = []
         inside = set(members)
         for name in members:
+            first = len(phases)
             stage = sizing.stages[name]
             read = state.inputs[name]
             in_memory = sum(
@@ -407,18 +539,29 @@ class Simulation:
             share = stage.per_task_memory
             files = read - in_memory
             if files > 0:
-                scan = max(1, math.ceil(files / stage.max_partition_bytes))
+                scan = _scan_tasks(self._file_inputs(state, name, inside), stage.max_partition_bytes)
                 phases.append(Phase(scan, self.cost.task_seconds(files / scan, share)))
             # The provider runs AQE as an in-query correction: shuffle partitions coalesce towards the
             # planned bytes per task (parallelismFirst off), never above the decided parallelism.
             shuffled = read * SHUFFLE_FRACTION
             reduce = min(stage.parallelism, max(1, math.ceil(shuffled / self.config.avg_bytes_per_task)))
-            phases.append(Phase(reduce, self.cost.task_seconds(shuffled / reduce, share)))
+            phases.append(Phase(reduce, self.cost.task_seconds(shuffled / reduce, share), reads_shuffle=True))
+            phases[first] = replace(phases[first], driver_s=self.cost.driver_stage_s)
         planned = _RegionPlan(request, tuple(phases), {n: sizing.stages[n].parallelism for n in members})
-        self._region_plans[key] = planned
+        self._region_plans[key] = _PLAN_CACHE[shared_key] = planned
         self.metrics.planner_calls += 1
         self.metrics.planner_s += time.perf_counter() - started
         return planned
+
+    def _file_inputs(self, state: _Run, stage: str, region: set[str]) -> list[float]:
+        """Bytes of each input a stage scans from files: its tables and its upstreams' outputs (not those
+        handed over in memory inside ``region``)."""
+        run = state.run
+        sizes = [run.table_bytes[t] for t in run.shape.external.get(stage, ())]
+        for e in run.shape.plan.stages[stage].inputs:
+            if not (e.producer in region and e.mode is ExchangeMode.PIPELINED):
+                sizes.append(state.outputs[e.producer])
+        return sizes
 
     def _region_inputs(self, state: _Run, members: tuple[str, ...]) -> dict[str, StageInputs]:
         run = state.run
@@ -461,7 +604,10 @@ class Simulation:
         state = app.run
         if now < self.metrics.first_executor[state.index]:
             self.metrics.first_executor[state.index] = now
-        self.loop.after(self.cost.executor_start_s, self._executor_ready, app, executors)
+        if self.cpu is not None and self.loopback is not None:
+            self.cpu.run(self.loopback.executor_cpu_s, float(executors), self._executor_ready, app, executors)
+        else:
+            self.loop.after(self.cost.executor_start_s, self._executor_ready, app, executors)
 
     def _release(self, app: _App, executors: int) -> None:
         app.granted -= executors
@@ -479,18 +625,48 @@ class Simulation:
         if app.done:
             self._release(app, executors)
             return
+        self._account(app)
         app.ready += executors
         app.cold += executors
         self._fill(app)
         self._maybe_idle(app)
 
+    def _account(self, app: _App) -> None:
+        """Ready executor cores without a task since the last change: waiting on the driver, or on nothing."""
+        now = self.loop.now
+        idle = (app.ready * self.spe - app.running) * (now - app.mark)
+        if app.blocked:
+            self.metrics.idle_driver_core_s += idle
+        else:
+            self.metrics.idle_slot_core_s += idle
+        app.mark = now
+
+    def _driver_work(self, app: _App) -> None:
+        """The phase starting now waits for the driver's work on it, if any (executors stay held)."""
+        seconds = app.phases[app.phase].driver_s
+        if seconds <= 0:
+            return
+        self._account(app)
+        app.blocked = True
+        if self.cpu is not None:
+            self.cpu.run(seconds, 1.0, self._driver_done, app)
+        else:
+            self.loop.after(seconds, self._driver_done, app)
+
+    def _driver_done(self, app: _App) -> None:
+        self._account(app)
+        app.blocked = False
+        self._fill(app)
+        self._maybe_idle(app)
+
     def _fill(self, app: _App) -> None:
         free = app.ready * self.spe - app.running
-        if free <= 0 or app.pending <= 0:
+        if free <= 0 or app.pending <= 0 or app.blocked:
             return
         phase = app.phases[app.phase]
         count = min(free, app.pending)
         app.pending -= count
+        self._account(app)
         app.running += count
         app.activity += 1
         self.metrics.tasks += count
@@ -499,31 +675,45 @@ class Simulation:
             warm = min(app.cold, count)
             app.cold -= warm
             count -= warm
-            self.metrics.used_core_s += (seconds + self.cost.warmup_s) * warm
-            self.loop.after(seconds + self.cost.warmup_s, self._task_done, app, warm)
+            self._run_tasks(app, warm, seconds + self.warmup_s)
         if count:
-            self.metrics.used_core_s += seconds * count
-            # Equal tasks started together end together: one event for the batch.
-            self.loop.after(seconds, self._task_done, app, count)
+            self._run_tasks(app, count, seconds)
 
-    def _task_done(self, app: _App, count: int) -> None:
+    def _run_tasks(self, app: _App, count: int, seconds: float) -> None:
+        """Equal tasks started together end together: one event (or CPU job) for the batch."""
+        if self.cpu is not None:
+            self.cpu.run(seconds, float(count), self._task_done, app, count, self.loop.now)
+        else:
+            self.loop.after(seconds, self._task_done, app, count, self.loop.now)
+
+    def _task_done(self, app: _App, count: int, launched: float) -> None:
+        # Used as an event log counts it: each task's launch to finish (wall, not CPU, on a shared machine).
+        self.metrics.used_core_s += (self.loop.now - launched) * count
+        self._account(app)
         app.running -= count
         if app.pending == 0 and app.running == 0:
             app.phase += 1
             if app.phase == len(app.phases):
                 self._finish(app)
                 return
-            if app.phase == len(app.phases) - 1:
-                app.shuffle_holders = app.ready  # executors that ran map tasks keep their shuffle files
-            app.pending = app.phases[app.phase].tasks
-            if self.policy.name == "dynamic":
+            phase = app.phases[app.phase]
+            # Executors that ran the previous phase's (map) tasks keep their shuffle files while this
+            # phase reads them; a phase that reads files leaves the finished shuffle behind.
+            maps = app.phases[app.phase - 1].tasks
+            app.shuffle_holders = min(app.ready, math.ceil(maps / self.spe)) if phase.reads_shuffle else 0
+            app.pending = phase.tasks
+            self._driver_work(app)
+            if self.scales_executors:
                 self._backlog(app)
         self._fill(app)
         self._maybe_idle(app)
 
     def _finish(self, app: _App) -> None:
         app.done = True
+        if app.record is not None:
+            app.record[4] = round(self.loop.now, 1)
         self.cluster.cancel(app)
+        self._account(app)
         if app.ready:
             ready, app.ready = app.ready, 0
             self._release(app, ready)
@@ -533,8 +723,14 @@ class Simulation:
 
     def _needed(self, app: _App) -> int:
         needed = math.ceil((app.pending + app.running) / self.spe)
-        cap = self.policy.max_executors
+        cap = self._cap(app)
         return needed if cap is None else min(cap, needed)
+
+    def _cap(self, app: _App) -> int | None:
+        """The most executors the application may hold: dynamic's cap, the admitted or the requested count."""
+        if self.grow and app.record is not None:
+            return int(app.record[1])
+        return app.want if self.release else self.policy.max_executors
 
     def _backlog(self, app: _App) -> None:
         """Pending tasks start the backlog timer; a lower need cancels requests not yet granted."""
@@ -561,24 +757,37 @@ class Simulation:
             self.loop.after(self.policy.backlog_timeout_s, self._tick, app)  # the sustained backlog timeout
 
     def _maybe_idle(self, app: _App) -> None:
-        if self.policy.name != "dynamic" or app.pending or app.phase != len(app.phases) - 1:
+        if not self.scales_executors or app.pending:
             return
+        if self.policy.name == "dynamic" and app.phase != len(app.phases) - 1:
+            return  # (one stage per application: its scan's executors all hold map output)
         if self._idle_executors(app):
-            self.loop.after(self.policy.idle_timeout_s, self._idle_check, app, app.activity)
+            self.loop.after(self.policy.idle_timeout_s, self._idle_check, app, app.activity, False)
+        timeout = self.policy.shuffle_timeout_s
+        if self.release and timeout is not None and self._idle_executors(app, holders=True):
+            self.loop.after(timeout, self._idle_check, app, app.activity, True)
 
-    def _idle_executors(self, app: _App) -> int:
-        """Ready executors with no task and no shuffle data (map outputs stay with their executors)."""
+    def _idle_executors(self, app: _App, holders: bool = False) -> int:
+        """Ready executors with no task and (unless ``holders``) no shuffle data still read."""
         idle = (app.ready * self.spe - app.running) // self.spe
-        return max(0, min(idle, app.ready - app.shuffle_holders))
+        return max(0, min(idle, app.ready if holders else app.ready - app.shuffle_holders))
 
-    def _idle_check(self, app: _App, activity: int) -> None:
+    def _idle_check(self, app: _App, activity: int, holders: bool) -> None:
         if app.done or app.activity != activity:
             return
-        idle = self._idle_executors(app)
+        idle = self._idle_executors(app, holders)
         if idle:
+            if holders:
+                app.shuffle_holders = max(0, app.shuffle_holders - idle)
+            self._account(app)
             app.ready -= idle
             app.target = max(0, app.target - idle)
             self._release(app, idle)
+
+
+def _scan_tasks(inputs: Sequence[float], split: float) -> int:
+    """Spark scans each input apart (a join's sides, a broadcast's small side): at least one task each."""
+    return max(1, sum(max(1, math.ceil(b / split)) for b in inputs))
 
 
 def _split(total: float, parts: int) -> list[int]:
@@ -589,6 +798,12 @@ def _split(total: float, parts: int) -> list[int]:
     return [base + 1] * extra + [base] * (parts - extra)
 
 
-def simulate(cluster: ClusterSpec, cost: CostModel, policy: PolicySpec, runs: Sequence[DagRun]) -> dict[str, Any]:
+def simulate(
+    cluster: ClusterSpec,
+    cost: CostModel,
+    policy: PolicySpec,
+    runs: Sequence[DagRun],
+    loopback: LoopbackModel | None = None,
+) -> dict[str, Any]:
     """Run one policy; the summary of :class:`Metrics`."""
-    return Simulation(cluster, cost, policy, runs).run().summary()
+    return Simulation(cluster, cost, policy, runs, loopback).run().summary()

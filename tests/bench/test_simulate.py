@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.planning import StageSpec, plan_stages
+from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
 from bench.simulate.__main__ import main
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
 from bench.simulate.events import EventLoop
+from bench.simulate.loopback import LoopbackModel, SharedCPU, fit_loopback, ps_rate
 from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validate
 from bench.simulate.sim import PolicySpec, Simulation, simulate
 from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload
@@ -105,6 +106,10 @@ def test_fixed_policy_on_one_node_by_hand(executors: int, finish: float, reserve
     assert result["app_queue_sum_s"] == pytest.approx(2.0)
     assert result["used_core_s"] == pytest.approx(2 * 2.0 + 2 * (1 + SHUFFLE_FRACTION), abs=0.1)
     assert result["tasks"] == 4 and result["applications"] == 1
+    # Reserved, split by what the executors did: starting, running tasks, idle.
+    parts = result["reserved_breakdown_core_s"]
+    assert sum(parts.values()) == pytest.approx(result["reserved_core_s"], abs=0.1)
+    assert parts["starting"] == pytest.approx(2.0 * executors) and parts["idle_driver"] == 0
 
 
 def test_second_run_queues_for_the_only_executor_place() -> None:
@@ -228,12 +233,12 @@ def test_validate_compares_every_figure_within_20_percent(tmp_path: Path) -> Non
 
 
 def test_command_writes_unvalidated_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["all", "--runs", "30", "--nodes", "4", "--window-s", "3600", "--saturated-window-s", "60"]
+    args = ["all", "--runs", "12", "--nodes", "4", "--window-s", "3600", "--saturated-window-s", "60"]
     assert main([*args, "--out", str(tmp_path), "--measured", str(tmp_path / "none.json")]) == 0
     results = json.loads((tmp_path / "simulate.json").read_text())
     assert results["validated"] is False and results["status"].startswith("NOT YET VALIDATED")
-    assert set(results["day"]["policies"]) == {"fixed", "dynamic", "provider"}
-    assert results["day"]["policies"]["provider"]["runs"] == 30
+    assert set(results["day"]["policies"]) == {"fixed", "dynamic", "provider", "provider+release", "provider+grow"}
+    assert results["day"]["policies"]["provider"]["runs"] == 12
     assert "NOT YET VALIDATED" in (tmp_path / "simulate.md").read_text()
     assert "throughput_provider_over_fixed" in results["saturated"]["ratios"]
     assert "NOT YET VALIDATED" in capsys.readouterr().out
@@ -248,3 +253,126 @@ def test_simulator_imports_neither_airflow_nor_spark() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("cores", "threads", "background", "rate"),
+    [
+        (2, 0, 0, 1.0),
+        (2, 2, 0, 1.0),  # as many threads as cores: each runs at full speed
+        (2, 8, 0, 0.25),  # 8 advertised slots busy on 2 physical cores
+        (2, 2, 2, 0.5),  # the machine's other load takes its share
+        (2, 1, 0.5, 1.0),  # never faster than one core
+    ],
+)
+def test_processor_sharing_rate(cores: float, threads: float, background: float, rate: float) -> None:
+    assert ps_rate(cores, threads, background) == pytest.approx(rate)
+
+
+def test_processor_sharing_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="cores > 0"):
+        ps_rate(0, 1, 0)
+    with pytest.raises(ValueError, match="background_load must be >= 0, got -1"):
+        LoopbackModel(background_load=-1)
+    with pytest.raises(ValueError, match="physical_cores must be > 0"):
+        LoopbackModel(physical_cores=0)
+
+
+@pytest.mark.parametrize(
+    ("background", "b_ends", "a_ends"),
+    [
+        # 4 threads on 2 cores: 0.5 each; B (2 CPU s) ends at 4; A's last 2 CPU s alone at full speed: 6.
+        (0.0, 4.0, 6.0),
+        # With 2 threads of other load: 1/3 each until 6, then A's 2 threads + 2 others: 0.5 each, 4 s more.
+        (2.0, 6.0, 10.0),
+    ],
+)
+def test_shared_cpu_by_hand(background: float, b_ends: float, a_ends: float) -> None:
+    loop = EventLoop()
+    cpu = SharedCPU(loop, cores=2, background=background)
+    ended: dict[str, float] = {}
+    cpu.run(4.0, 2, lambda: ended.setdefault("a", loop.now))
+    cpu.run(2.0, 2, lambda: ended.setdefault("b", loop.now))
+    loop.run()
+    assert ended == {"b": pytest.approx(b_ends), "a": pytest.approx(a_ends)}
+    assert cpu.cpu_s == pytest.approx(4 * 2 + 2 * 2) and cpu.threads == 0
+
+
+def test_loopback_fit_takes_an_applications_cpu_from_the_measured_runs() -> None:
+    model = fit_loopback(REPO / "bench" / "results", driver_stage_s=1.5)
+    # (process CPU - task CPU) / applications of the cold variant (b), less the driver's per-stage work.
+    assert 25 < model.app_cpu_s < 50
+    assert set(model.fit["app_cpu_per_scale_s"]) == {"0.01", "0.1", "1"}
+    assert "executor_cpu_s" in model.fit["assumed"]
+
+
+def test_loopback_tasks_share_the_physical_cores_and_count_as_wall_time() -> None:
+    # One node of 2 advertised cores on ONE physical core; Airflow: 2 s scheduler delay, 1 CPU s task start.
+    cluster = ClusterSpec(1, 2, 8 * GiB, 2, 1 * GiB)
+    loopback = LoopbackModel(
+        physical_cores=1, app_cpu_s=4, app_threads=1, executor_cpu_s=1, executor_warmup_cpu_s=0,
+        airflow_task_cpu_s=1, scheduler_delay_s=2,
+    )  # fmt: skip
+    policy = PolicySpec("fixed", fixed_executors=1, default_parallelism=2)
+    result = simulate(cluster, HAND, policy, [one_stage_run(8 * MiB)], loopback)
+    scan, reduce = 2.0, 1 + SHUFFLE_FRACTION  # CPU s per task (2 tasks each)
+    # 2 + 1 (Airflow) + 4 (application) + 1 (executor): tasks from 8; two at a time on one core take twice as long.
+    assert result["makespan_s"] == pytest.approx(8 + 2 * scan + 2 * reduce, abs=1e-3)
+    assert result["used_core_s"] == pytest.approx(2 * (2 * scan) + 2 * (2 * reduce), abs=0.05)  # (rounded)
+    assert result["app_queue_sum_s"] == pytest.approx(1.0)
+
+
+def two_stage_region_run() -> DagRun:
+    """Stage a (1 GiB, 16 tasks on 4 executors) feeding b in memory (pipelined): b runs one small task."""
+    specs = (StageSpec("a"), StageSpec("b", inputs=(StageInput("a", mode="pipelined"),)))
+    shape = DagShape("two", specs, plan_stages(specs), {"a": ("t",)}, {"a": 0.01, "b": 0.5})
+    return DagRun(0, 0.0, shape, {"t": 1 * GiB}, 1.0)
+
+
+def test_provider_release_gives_back_executors_its_narrow_stage_leaves_idle() -> None:
+    cluster = ClusterSpec(10, 16, 64 * GiB, 4, 14 * GiB)
+    run = [two_stage_region_run()]
+    held = simulate(cluster, HAND, PolicySpec("provider"), run)
+    released = simulate(cluster, HAND, PolicySpec("provider+release", idle_timeout_s=0.5), run)
+    assert held["applications"] == released["applications"] == 1
+    assert released["makespan_s"] == pytest.approx(held["makespan_s"])
+    # b's one task needs one executor; those holding no shuffle data b reads go after 0.5 s idle.
+    assert released["reserved_core_s"] < held["reserved_core_s"] - 4
+    assert released["reserved_breakdown_core_s"]["idle_no_task"] < held["reserved_breakdown_core_s"]["idle_no_task"]
+
+
+def test_provider_grow_asks_for_what_its_region_was_denied() -> None:
+    cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
+    runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
+    fixed_size = Simulation(cluster, HAND, PolicySpec("provider"), runs)
+    grows = Simulation(cluster, HAND, PolicySpec("provider+grow", idle_timeout_s=0.5), runs)
+    kept, grown = fixed_size.run().summary(), grows.run().summary()
+    # Run 1 asked for both places (all there are), was admitted with the 1 left; growing, it takes the place run 0
+    # gives back, and ends sooner.
+    assert kept["capacity_outcomes"] == grown["capacity_outcomes"] == {"as_requested": 1, "reduced": 1}
+    assert grown["makespan_s"] < kept["makespan_s"]
+    assert [r[1:3] for r in grows.metrics.admissions[1]] == [[2, 1]]
+
+
+def test_validate_on_the_loopback_model_fits_two_figures_and_holds_out_the_rest(tmp_path: Path) -> None:
+    setup = SharedClusterSetup(scales=(0.01, 0.1))
+    truth = LoopbackModel(background_load=1.0, executor_warmup_cpu_s=2.0)
+    simulated = shared_cluster(setup, HAND, ["dynamic", "provider"], truth)
+    measured = {
+        "setup": {"scales": [0.01, 0.1]},
+        "policies": {
+            name: {"makespan_s": r["makespan_s"], "reserved_core_s": r["added_core_s"], "used_core_s": r["used_core_s"],
+                   "queue_s": r["app_queue_sum_s"] * (1.5 if name == "provider" else 1.0)}
+            for name, r in simulated.items()
+        },
+    }  # fmt: skip
+    path = tmp_path / "shared_cluster.json"
+    path.write_text(json.dumps(measured))
+    grid = {"backgrounds": (0.0, 1.0, 3.0), "warmups": (0.0, 2.0, 6.0)}
+    outcome = validate(path, HAND, LoopbackModel(), grid=grid)
+    assert outcome["fit"]["background_load"] == 1.0 and outcome["fit"]["executor_warmup_cpu_s"] == 2.0
+    rows = outcome["comparison"]
+    assert rows["dynamic"]["makespan_s"]["fitted"] and not rows["dynamic"]["queue_s"]["fitted"]
+    assert rows["dynamic"]["reserved_core_s"]["ratio"] == pytest.approx(1.0)
+    assert rows["provider"]["queue_s"]["ratio"] == pytest.approx(1 / 1.5) and not rows["provider"]["queue_s"]["within"]
+    assert outcome["validated"] is False and outcome["held_out_within"] is False

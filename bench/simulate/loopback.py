@@ -1,0 +1,174 @@
+"""What item 2's loopback cluster adds to the model: few physical cores shared by everything, and Airflow.
+
+Item 2 measures a standalone cluster whose workers ADVERTISE more cores than the machine has (2 x 4
+on 2 physical cores), under one ``airflow standalone``, while other work runs on the same machine. A
+task there does not run at one core's speed: every running task thread, every starting JVM (driver
+and executors), every Airflow task process and the machine's other load share the physical cores.
+:class:`SharedCPU` is that: egalitarian processor sharing, each runnable thread progressing at
+``min(1, physical cores / (runnable threads + background load))`` of a core.
+
+:class:`LoopbackModel` holds what the simulation charges on such a machine (CPU seconds of an
+application's driver start, of an executor's start, of an Airflow task process, the scheduler's delay,
+the provider's capacity-trigger poll), and :func:`fit_loopback` takes the one that was measured apart
+(an application's start CPU) from ``compare-runs.csv``; the rest are stated assumptions.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bench.simulate.events import EventLoop
+
+
+def ps_rate(cores: float, threads: float, background: float) -> float:
+    """A runnable thread's speed (cores) under processor sharing: never above one core."""
+    if cores <= 0 or threads < 0 or background < 0:
+        raise ValueError(
+            f"processor sharing needs cores > 0, threads >= 0, background >= 0; got {cores}, {threads}, {background}"
+        )
+    demand = threads + background
+    return 1.0 if demand <= cores else cores / demand
+
+
+class SharedCPU:
+    """Jobs of ``weight`` threads, each thread needing ``work`` CPU seconds, sharing ``cores`` with a load.
+
+    Every runnable thread progresses at the same rate (:func:`ps_rate`), so one virtual clock (CPU
+    seconds a thread has received) orders all completions: a job started at virtual time v ends at
+    v + work, whatever starts or ends meanwhile.
+    """
+
+    def __init__(self, loop: EventLoop, cores: float, background: float) -> None:
+        self.loop = loop
+        self.cores = cores
+        self.background = background
+        self.threads = 0.0
+        self.cpu_s = 0.0
+        """CPU seconds given to this machine's jobs so far."""
+        self._virtual = 0.0
+        self._at = 0.0
+        self._heap: list[tuple[float, int, float, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = 0
+        self._token = 0
+
+    @property
+    def rate(self) -> float:
+        return ps_rate(self.cores, self.threads, self.background)
+
+    def run(self, work: float, weight: float, callback: Callable[..., None], *args: Any) -> None:
+        """Start a job now; ``callback(*args)`` when each of its threads got ``work`` CPU seconds."""
+        if work < 0 or weight <= 0:
+            raise ValueError(f"a CPU job needs work >= 0 and weight > 0, got {work}, {weight}")
+        self._advance()
+        self._seq += 1
+        heapq.heappush(self._heap, (self._virtual + work, self._seq, weight, callback, args))
+        self.threads += weight
+        self.cpu_s += work * weight
+        self._schedule()
+
+    def _advance(self) -> None:
+        now = self.loop.now
+        if self.threads:
+            self._virtual += (now - self._at) * self.rate
+        self._at = now
+
+    def _schedule(self) -> None:
+        self._token += 1
+        if self._heap:
+            wait = max(0.0, (self._heap[0][0] - self._virtual) / self.rate)
+            self.loop.after(wait, self._due, self._token)
+
+    def _due(self, token: int) -> None:
+        if token != self._token:
+            return  # a start or an end since changed the rate: a newer event is scheduled
+        self._advance()
+        done = []
+        while self._heap and self._heap[0][0] <= self._virtual + 1e-9:
+            _, _, weight, callback, args = heapq.heappop(self._heap)
+            self.threads = max(0.0, self.threads - weight)
+            done.append((callback, args))
+        self._schedule()
+        for callback, args in done:
+            callback(*args)
+
+
+@dataclass(frozen=True)
+class LoopbackModel:
+    """What the simulation charges on item 2's machine; see the module docstring."""
+
+    physical_cores: float = 2.0
+    background_load: float = 0.0
+    """Runnable threads of other work on the machine (the load average not caused by the run itself)."""
+    app_cpu_s: float = 38.0
+    """CPU seconds an application's start costs (spark-submit, driver JVM, SparkContext, Python)."""
+    app_threads: float = 2.0
+    """Threads that start runs on (its CPU seconds are spread over them)."""
+    executor_cpu_s: float = 6.0
+    """CPU seconds one executor JVM's start costs (assumed)."""
+    executor_warmup_cpu_s: float = 1.0
+    """CPU seconds a fresh executor JVM's first task adds (class loading, JIT); fitted on item 2's run."""
+    airflow_task_cpu_s: float = 3.0
+    """CPU seconds of one Airflow task process before it runs its work (assumed)."""
+    scheduler_delay_s: float = 2.0
+    """Airflow's scheduler loop: an upstream's end to the downstream task's process start (assumed)."""
+    trigger_poll_s: float = 1.0
+    """The capacity trigger's poll (the connection's capacity_poll_interval in item 2)."""
+    trigger_floor_s: float = 0.0
+    """trigger_min_wait: 0 at the preliminary run's commit; 10 s since (triggers/settle.py)."""
+    fit: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in (
+            "background_load",
+            "app_cpu_s",
+            "executor_cpu_s",
+            "airflow_task_cpu_s",
+            "scheduler_delay_s",
+            "trigger_floor_s",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"loopback model {name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("physical_cores", "app_threads", "trigger_poll_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"loopback model {name} must be > 0, got {getattr(self, name)!r}")
+
+    def with_background(self, load: float) -> LoopbackModel:
+        return replace(self, background_load=load)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -> LoopbackModel:
+    """The application start's CPU from compare-runs.csv (variant b: a cold application per stage, local[2]).
+
+    (process CPU - task CPU) / applications, median over scales: what one application costs the machine
+    besides its tasks. Measured on the same 2-core machine, not in item 2's run (a held-out source).
+    """
+    per_scale: dict[str, list[float]] = {}
+    with (results / "compare-runs.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            if row["variant"] == "b" and row["ok"] == "True":
+                apps = float(row["applications"])
+                # (b) runs one stage per application: the driver's per-stage work is charged apart.
+                per_scale.setdefault(row["scale"], []).append(
+                    (float(row["process_cpu_s"]) - float(row["task_cpu_s"])) / apps - driver_stage_s
+                )
+    if not per_scale:
+        raise ValueError(f"{results / 'compare-runs.csv'} holds no variant (b) runs to fit an application's CPU")
+    medians = {s: statistics.median(v) for s, v in sorted(per_scale.items())}
+    fitted = {
+        "app_cpu_s": "median over scales of (process CPU - task CPU) / applications - the driver's per-stage"
+        " work, compare-runs.csv variant b",
+        "app_cpu_per_scale_s": {s: round(v, 1) for s, v in medians.items()},
+        "assumed": ["app_threads", "executor_cpu_s", "airflow_task_cpu_s", "scheduler_delay_s"],
+        "background_load": "not measured: item 2 recorded only the 1-minute load average at each policy's start",
+    }
+    values: dict[str, Any] = {"app_cpu_s": round(statistics.median(medians.values()), 2), "fit": fitted}
+    return LoopbackModel(**(values | overrides))
