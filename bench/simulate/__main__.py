@@ -133,7 +133,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"**Status: {results['status']}.**",
         "",
         f"Command: `{results['command']}`  ",
-        f"Machine: {results['machine']}; {results['date']}; simulator wall {results['wall_s']} s.",
+        f"Machine: {results['machine']}; {results['date']}; simulator wall {results['wall_s']} s."
+        + (f" Ran as {results['ran_as']}." if results.get("ran_as") else ""),
         "",
         "## Cost model (fitted from bench/results/compare-stages.csv and compare-runs.csv)",
         "",
@@ -200,8 +201,46 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "Ratios: " + ", ".join(f"{k} {v}" for k, v in scenario["ratios"].items()),
             "",
+            _breakdown(scenario["policies"]),
+            "",
+            *_slowest(scenario["policies"]),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _breakdown(policies: dict[str, dict[str, Any]]) -> str:
+    """Where each policy's reserved core-seconds went."""
+    rows = [
+        "| policy | reserved core-s | starting | used | idle while the driver works | idle, no task left |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in policies.items():
+        b = r["reserved_breakdown_core_s"]
+        total = r["reserved_core_s"] or 1.0
+        cells = " | ".join(
+            f"{b[k]:.0f} ({b[k] / total:.0%})" for k in ("starting", "used", "idle_driver", "idle_no_task")
+        )
+        rows.append(f"| {name} | {r['reserved_core_s']:.0f} | {cells} |")
+    return "\n".join(rows)
+
+
+def _slowest(policies: dict[str, dict[str, Any]]) -> list[str]:
+    """The run that ended last under each provider policy, and how its regions were admitted."""
+    lines = []
+    for name, r in policies.items():
+        if not r.get("slowest_runs") or not name.startswith("provider"):
+            continue
+        last = r["slowest_runs"][-1]
+        regions = ", ".join(
+            f"{g[0]} {g[2]}/{g[1]} executors {g[3]:.0f}-{g[4] if g[4] is None else round(g[4])} s"
+            for g in last["regions"]
+        )
+        lines += [
+            f"{name}'s last run: {last['shape']} at scale {last['scale']}, arrived {last['arrival']:.0f} s, "
+            f"ended {last['finish']:.0f} s; regions admitted/requested: {regions}.",
+            "",
+        ]
+    return lines
 
 
 def _table(policies: dict[str, dict[str, Any]]) -> str:

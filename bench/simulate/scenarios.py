@@ -103,8 +103,10 @@ class SharedClusterSetup:
 RELEASING = ("provider+release", "provider+grow")
 """The provider's variants whose region applications give back idle executors."""
 RELEASE_IDLE_TIMEOUT_S = 15.0
-"""provider+release's idle timeout: the value helper Y's region applications are expected to use (an
-assumption until execution/executor_lifecycle.py lands; ``--release-idle-timeout-s`` changes it)."""
+"""provider+release's idle timeout: execution/executor_lifecycle.py's ``shuffleTracking.timeout`` (an idle
+executor holding only finished jobs' shuffle data, the usual one in a region after its first stage, goes
+after 15 s; one holding the running job's shuffle stays). Its 30 s for executors without shuffle data
+applies before a region's first job, which the model never releases anyway (tasks are pending)."""
 
 
 def shared_cluster(
