@@ -22,11 +22,15 @@ Three variants run side by side in ONE warm ``local[2]`` session, in alternating
 Per run, from Spark's REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``): the fact
 scan's task input (``inputMetrics.recordsRead``: Spark's ``bytesRead`` counts little of a parquet read in
 this setup, and the rows are all about the same size) and the join stage's task shuffle-read bytes (local +
-remote), as max/median; and the stage's wall time. Also the 1-minute load average (the machine is shared).
+remote), as max/median; and the stage's wall time. Per scan and join stage, where the time went: the
+stage's wall time (submission to completion), the tasks' summed duration, the longest task, and the
+tasks' deserialization and scheduler delay (the per-task overhead the balance trades against). Also the
+1-minute load average (the machine is shared).
 
 Usage::
 
     .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
+    .venv/bin/python bench/skew.py --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
     .venv/bin/python bench/skew.py --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
@@ -206,6 +210,7 @@ def stage_tasks(spark: Any, group: str) -> dict[str, Any]:
                         for t in done
                     ],
                     "seconds": sum(t["duration"] for t in done) / 1000,
+                    "timing": _timing(attempt, done),
                 }
             )
     # Spark's bytesRead counts little of a parquet read here (footers; FIELD-NOTES), so a scan task's input
@@ -218,7 +223,28 @@ def stage_tasks(spark: Any, group: str) -> dict[str, Any]:
         "join": _summary(join["shuffle"]),
         "scan_tasks": scan["tasks"],
         "join_tasks": join["tasks"],
-        "stages": [{k: s[k] for k in ("id", "name", "tasks", "seconds")} for s in stages],
+        "scan_timing": scan["timing"],
+        "join_timing": join["timing"],
+        "stages": [{k: s[k] for k in ("id", "name", "tasks", "seconds", "timing")} for s in stages],
+    }
+
+
+def _timing(attempt: dict[str, Any], done: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stage's wall time and where its tasks' time went (Spark's per-task metrics), in seconds."""
+
+    def at(stamp: str) -> float:
+        return float(dt.datetime.strptime(stamp.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp())
+
+    def total(key: str) -> float:
+        return round(sum(float(t["taskMetrics"][key]) for t in done) / 1000, 3)
+
+    return {
+        "wall": round(at(attempt["completionTime"]) - at(attempt["submissionTime"]), 3),
+        "task_seconds": round(sum(t["duration"] for t in done) / 1000, 3),
+        "run": total("executorRunTime"),
+        "deserialize": total("executorDeserializeTime"),
+        "scheduler_delay": round(sum(t.get("schedulerDelay", 0) for t in done) / 1000, 3),
+        "longest_task": round(max((t["duration"] for t in done), default=0) / 1000, 3),
     }
 
 
@@ -340,6 +366,13 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "join_max_over_median": statistics.median(r["join"]["max_over_median"] for r in mine),
             "scan_tasks": statistics.median(r["scan_tasks"] for r in mine),
             "join_tasks": statistics.median(r["join_tasks"] for r in mine),
+            **{
+                f"{side}_{key}": round(statistics.median(r[f"{side}_timing"][key] for r in mine), 2)
+                for side in ("scan", "join")
+                for key in ("wall", "task_seconds", "longest_task")
+                if all(f"{side}_timing" in r for r in mine)
+            },
+            "per_task_overhead_ms": _overhead_ms(mine),
             "load_1m": round(statistics.median(r["load_1m"] for r in mine), 2),
             "seconds_range": [min(r["seconds"] for r in mine), max(r["seconds"] for r in mine)],
         }
@@ -347,6 +380,16 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if predicted:
             out[variant]["predicted_scan_max_over_median"] = predicted[0]
     return out
+
+
+def _overhead_ms(runs: list[dict[str, Any]]) -> float | None:
+    """Median per-task deserialization + scheduler delay of the scan stage, in ms (None: not recorded)."""
+    values = [
+        (r["scan_timing"]["deserialize"] + r["scan_timing"]["scheduler_delay"]) * 1000 / r["scan_tasks"]
+        for r in runs
+        if "scan_timing" in r and r["scan_tasks"]
+    ]
+    return round(statistics.median(values), 1) if values else None
 
 
 def render(result: dict[str, Any]) -> str:
@@ -377,6 +420,27 @@ def render(result: dict[str, Any]) -> str:
             f"{v['scan_tasks']:g} | {scan} | {v['join_tasks']:g} | "
             f"{v['join_max_over_median']} | {v['load_1m']} |"
         )
+    if all("scan_wall" in s[v] for v in VARIANTS):
+        lines += [
+            "",
+            "Where the time went (medians; Spark's status API: stage wall from submission to completion, the "
+            "tasks' summed duration, the longest task; per-task overhead = the scan tasks' deserialization plus "
+            "scheduler delay over their count):",
+            "",
+            "| variant | scan wall (s) | scan task-s | longest scan task (s) | join wall (s) | join task-s "
+            "| longest join task (s) | per-task overhead (ms) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for variant in VARIANTS:
+            v = s[variant]
+            lines.append(
+                f"| {variant} | {v['scan_wall']} | {v['scan_task_seconds']} | {v['scan_longest_task']} | "
+                f"{v['join_wall']} | {v['join_task_seconds']} | {v['join_longest_task']} | "
+                f"{v['per_task_overhead_ms']} |"
+            )
+    record = next((r["input_balance"] for r in result["runs"] if r["variant"] == "balance"), None)
+    if record and "cost" in record:
+        lines += ["", f"Scan balance (`decide_balance`): {record['why']}."]
     adaptive = next((r["adaptive"] for r in result["runs"] if r.get("adaptive")), None)
     if adaptive:
         lines += ["", f"AQE sizes of the balance variant (`decide_adaptive`): {adaptive['why']}."]
