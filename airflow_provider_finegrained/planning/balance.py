@@ -16,7 +16,9 @@ Spark's own packing gives even tasks, and asks producers for row groups small en
   one tried), not the target: a scan task streams its split, so its memory does not grow with it, while
   every task pays a fixed cost (launch, deserialization, scheduler delay, its shuffle files). Among the
   candidate splits the one with the least predicted stage cost wins: Spark's greedy assignment of the
-  predicted tasks to the slots, each task counting its bytes plus :data:`TASK_COST_BYTES`;
+  predicted tasks to the slots, each task counting its bytes plus :data:`TASK_COST_BYTES`. A skewed
+  input's largest file holding more than one slot's share (a hot key's rows) is read by at least
+  :data:`HOT_FILE_WAVES` waves of tasks: AQE's skew join splits its partition only by map task;
 - ``openCostInBytes`` at most 1/8 of the median file and 1/32 of the split (Spark's 4 MiB makes a task
   of small files look full long before it is: its data would shrink by the open costs it counts);
 - ``minPartitionNum`` stays Spark's default, the cores (it applies to every scan of the stage alike).
