@@ -16,18 +16,30 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import zipimport
+from types import CodeType
+
+_MODULE = "pyspark.cloudpickle.cloudpickle"
 
 
-def _source() -> str:
+def _code() -> tuple[CodeType, str]:
+    """The code of pyspark's ``cloudpickle/cloudpickle.py`` and where it came from, pyspark not imported."""
     spec = importlib.util.find_spec("pyspark")  # a top-level package: found, not imported
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("pyspark is not installed: the provider pickles stage callables with its cloudpickle")
-    return os.path.join(next(iter(spec.submodule_search_locations)), "cloudpickle", "cloudpickle.py")
+    code: CodeType | None
+    if isinstance(spec.loader, zipimport.zipimporter):
+        # A spark-submit'd driver imports pyspark from pyspark.zip (its PYTHONPATH): no file to open.
+        where = os.path.join(spec.loader.archive, "pyspark", "cloudpickle")  # the importer of that folder
+        code = zipimport.zipimporter(where).get_code(_MODULE)
+    else:
+        where = os.path.join(next(iter(spec.submodule_search_locations)), "cloudpickle", "cloudpickle.py")
+        code = importlib.machinery.SourceFileLoader(__name__, where).get_code(__name__)
+    if code is None:
+        raise ImportError(f"no code in {where}")
+    return code, where
 
 
-_PATH = _source()
-_CODE = importlib.machinery.SourceFileLoader(__name__, _PATH).get_code(__name__)
-if _CODE is None:
-    raise ImportError(f"no code in {_PATH}")
+_CODE, _PATH = _code()
 # The vendored file imports only the standard library; its functions get this module's name.
 exec(_CODE, globals())
