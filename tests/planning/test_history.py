@@ -18,6 +18,7 @@ def run(
     runs_in: str | None = None,
     learned_work: float | None = None,
     learned_memory: float | None = None,
+    spilled: int = 0,
 ) -> StageRun:
     return StageRun(
         run_id=f"run-{minute}",
@@ -29,6 +30,7 @@ def run(
         runs_in=runs_in,
         learned_work=learned_work,
         learned_memory=learned_memory,
+        spilled_bytes=spilled,
     )
 
 
@@ -60,9 +62,13 @@ CASES = [
      run(3, 2000)], 3, 2.0, None, 3),
     ("the last 10 usable runs only", [run(i, 5000) for i in range(2)] + [run(i, 1500) for i in range(2, 12)], 3, 1.5,
      None, 10),
-    ("memory: peak plus spill per consumed byte, median", [run(1, 500, memory=3000), run(2, 500, memory=3100),
-     run(3, 500, memory=9000)], 3, 0.5, 3.1, 3),
-    ("memory may be below 1", [run(i, 500, memory=200) for i in range(3)], 3, 0.5, 0.2, 3),
+    ("memory: peak plus spill per consumed byte, median", [run(1, 500, memory=3000, spilled=900),
+     run(2, 500, memory=3100), run(3, 500, memory=9000)], 3, 0.5, 3.1, 3),
+    ("memory may be below 1", [run(i, 500, memory=200, spilled=1) for i in range(3)], 3, 0.5, 0.2, 3),
+    ("memory: no run spilled, not learned (fixed allocations)", [run(i, 500, memory=9000) for i in range(3)], 3,
+     0.5, None, 3),
+    ("memory: kept while the newest run decided with it", [run(1, 500, memory=9000), run(2, 500, memory=9000),
+     run(3, 500, memory=9000, learned_memory=9.0)], 3, 0.5, 9.0, 3),
     ("memory needs min_runs runs that reported it", [run(1, 500, memory=3000), run(2, 500), run(3, 500)], 3, 0.5,
      None, 3),
     ("memory steps at most 2x too", [run(1, 500, memory=9000), run(2, 500, memory=9000),
