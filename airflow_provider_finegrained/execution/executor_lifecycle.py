@@ -12,28 +12,27 @@ runs with dynamic allocation, bounded by the decision:
 - ``minExecutors`` = the minimum-resources floor (0 without one): Spark gives back executors down to it
   and grows again to the planned count while tasks are pending (the minimum-resources document);
 - no external shuffle service is assumed, so ``shuffleTracking`` keeps an executor while it holds shuffle
-  data of a running job. Once no running job reads its shuffle data, Spark's default keeps it until the
-  driver's garbage collector cleans the shuffle (``spark.cleaner.periodicGC.interval``, 30 min), which in
-  practice is the application's life; ``shuffleTracking.timeout`` = :data:`SHUFFLE_IDLE_TIMEOUT_S` releases
-  it instead. A later job that reads a released executor's shuffle output recomputes those map tasks
-  (correct, and rare here: each stage of a region is its own query, and a handover read twice is cached);
-- ``executorIdleTimeout`` = :data:`IDLE_TIMEOUT_S` for an idle executor without shuffle data (Spark's
-  default is 60 s, as long as many whole regions).
+  data of a running job. Once no running job reads it, Spark's default keeps such an executor until the
+  driver's garbage collector cleans the shuffle (``spark.cleaner.periodicGC.interval``, 30 min), in
+  practice the application's life; ``shuffleTracking.timeout`` releases it instead. A later job that reads
+  a released executor's shuffle output recomputes those map tasks (correct, and rare here: each stage of a
+  region is its own query, and a handover read twice is cached);
+- ``executorIdleTimeout`` = ``shuffleTracking.timeout`` = :data:`IDLE_TIMEOUT_S`.
 
-Why 15 s for an executor that holds only finished jobs' shuffle data (the usual idle executor: a narrower
-stage after a wider one): it must outlast the gaps between a region's Spark jobs (the driver commits a
-stage's output and reads the next one's inputs in between: 0.3 to 2 s measured on the loopback cluster),
-or executors would leave between two jobs that both need them; and it should be about what re-acquiring
-an executor costs (its JVM start and registration: a region's executors registered 12.6 to 14.2 s after
-its application started on the loopback cluster at a load average of about 5): keeping an idle executor
-that long and then releasing it wastes at most twice the best choice made in hindsight (the ski-rental
-bound). Regions here last tens of seconds to minutes, so 15 s gives back most
-of what a narrower stage leaves idle.
+Why one timeout: on Spark 4.3 with AQE, an executor whose map output a finished query wrote was released
+after ``executorIdleTimeout`` (15 s released it; with 60 s and a 5 s shuffle timeout nothing was
+released in 35 s idle), so the shuffle timeout cannot be the shorter one that does the work.
 
-Why 30 s without shuffle data: that is every executor from its start until the region's first job, and
-Spark releases idle executors even then. The region's driver took 13 to 15 s from its executors'
-registration to its first job on the loopback cluster under load (imports, inputs, the stage's own
-driver-side code); a release there would lose the first wave's even spread and cost an executor start.
+Why 30 s: Spark releases idle executors even before the application's first job, and the region's driver
+took 13 to 15 s from its executors' registration to its first job on the loopback cluster at a load
+average of 5 (imports, inputs, the stage's own driver-side code), and 28 to 31 s at 15, where 30 s let
+two of four executors go before the first job (the region asks for them again after 1 s of pending
+tasks, but the first wave loses its even spread and pays executor starts): 30 s holds on a machine that
+is not overloaded. The gaps between a region's later jobs were 0.3 to 2 s. Re-acquiring an executor
+(JVM start, registration: 12 to 30 s after the application started, by load) costs about as much as 30 s
+of keeping it, so keeping it that long and then releasing it wastes at most twice the best choice made in hindsight (the
+ski-rental bound). Spark's default, 60 s, is as long as many whole regions here, and would give back
+little. What 30 s costs: a region whose narrow stage lasts less than 30 s gives back nothing.
 
 ``cachedExecutorIdleTimeout`` keeps Spark's default (never while the region's in-memory handover is
 cached); Spark applies the shorter of it and the shuffle timeout to an executor holding both.
@@ -52,10 +51,8 @@ from collections.abc import Mapping
 from airflow_provider_finegrained.planning import RegionSizing
 from airflow_provider_finegrained.planning.capacity import ResourceBounds, WorkerShape, check_resource_stability
 
-SHUFFLE_IDLE_TIMEOUT_S = 15
-"""Seconds an idle executor holding only finished jobs' shuffle data is kept (``shuffleTracking.timeout``)."""
 IDLE_TIMEOUT_S = 30
-"""Seconds an idle executor without shuffle data is kept (``executorIdleTimeout``)."""
+"""Seconds an idle executor is kept (``executorIdleTimeout`` and ``shuffleTracking.timeout``)."""
 
 _PREFIX = "spark.dynamicAllocation."
 
@@ -78,7 +75,7 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dic
     return {
         f"{_PREFIX}enabled": "true",
         f"{_PREFIX}shuffleTracking.enabled": "true",
-        f"{_PREFIX}shuffleTracking.timeout": f"{SHUFFLE_IDLE_TIMEOUT_S}s",
+        f"{_PREFIX}shuffleTracking.timeout": f"{IDLE_TIMEOUT_S}s",
         f"{_PREFIX}executorIdleTimeout": f"{IDLE_TIMEOUT_S}s",
         f"{_PREFIX}minExecutors": str(least),
         f"{_PREFIX}initialExecutors": str(ceiling),
@@ -93,7 +90,7 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dic
 def lifecycle_text(conf: Mapping[str, str]) -> str:
     """How the application's executors come and go, for the trace and the UI; empty when they are fixed.
 
-    ``up to 4, released when idle 15 s (30 s without shuffle data)`` (``, 2 kept`` with a minimum), from the
+    ``up to 4, released when idle 30 s`` (``, 2 kept`` with a minimum), from the
     application's final settings, so a connection's override shows as it ran.
     """
     if str(conf.get(f"{_PREFIX}enabled", "")).strip().lower() != "true":

@@ -8,7 +8,6 @@ import pytest
 
 from airflow_provider_finegrained.execution.executor_lifecycle import (
     IDLE_TIMEOUT_S,
-    SHUFFLE_IDLE_TIMEOUT_S,
     executor_lifecycle_conf,
     lifecycle_text,
 )
@@ -71,9 +70,7 @@ def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
     # No external shuffle service assumed: shuffle tracking, and its timeout so that an executor holding only
     # finished jobs' shuffle data leaves too (Spark's default keeps it until the driver's GC cleans the shuffle).
     assert conf[f"{DA}shuffleTracking.enabled"] == "true"
-    assert conf[f"{DA}shuffleTracking.timeout"] == f"{SHUFFLE_IDLE_TIMEOUT_S}s"
-    # Longer without shuffle data: every executor from its start to the region's first job.
-    assert conf[f"{DA}executorIdleTimeout"] == f"{IDLE_TIMEOUT_S}s"
+    assert conf[f"{DA}shuffleTracking.timeout"] == conf[f"{DA}executorIdleTimeout"] == f"{IDLE_TIMEOUT_S}s"
     # Spark starts max(min, initial, executor.instances) executors; standalone caps by cores.max.
     assert conf["spark.executor.instances"] == str(expected[1])
     assert int(conf["spark.cores.max"]) == expected[2] * region.executor_cores
@@ -93,7 +90,7 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
     return ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
 
 
-LIFE = "15 s (30 s without shuffle data)"
+LIFE = "30 s"
 CLUSTER = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, executor_memory=GiB)
 
 
