@@ -783,6 +783,10 @@ class Simulation:
             app.ready -= idle
             app.target = max(0, app.target - idle)
             self._release(app, idle)
+            if app.pending:
+                # Released while its driver worked on the next stage (Spark does that too): the pending
+                # tasks ask again after the backlog timeout, or the application would wait for ever.
+                self._backlog(app)
 
 
 def _scan_tasks(inputs: Sequence[float], split: float) -> int:
