@@ -192,7 +192,9 @@ def decide_region(
         balance = own.balance
         if ran_with.scan_tasks != own.scan_tasks:
             files = next(d.input_file_bytes for d in demands if d.stage == name)
-            balance = decide_balance(files, ran_with.scan_tasks, cores=sizing.slots * sizing.task_cpus)
+            balance = decide_balance(
+                files, ran_with.scan_tasks, cores=sizing.slots * sizing.task_cpus, slots=sizing.slots
+            )
         sizing.stages[name] = replace(
             own,
             parallelism=ran_with.parallelism,

@@ -245,7 +245,7 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
                 parallelism = balanced
             scan = parallelism if not split_differs else even_waves(scan, slots, low, stage.max_parallelism)
         used_executors = executors if not shape.local else 1
-        balance = decide_balance(stage.input_file_bytes, scan, cores=slots * task_cpus)
+        balance = decide_balance(stage.input_file_bytes, scan, cores=slots * task_cpus, slots=slots)
         if balance and (
             balance.open_cost_bytes < SPARK_OPEN_COST_BYTES or balance.file_bytes[2] > balance.max_partition_bytes
         ):
