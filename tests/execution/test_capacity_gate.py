@@ -10,26 +10,10 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     minimum_slots,
     reduced_profile,
 )
-from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing
+from airflow_provider_finegrained.planning import ClusterProfile
+from tests.execution.test_executor_lifecycle import sizing
 
 GiB = 2**30
-
-
-def sizing(
-    executors: int, cores: int = 2, task_cpus: int = 1, memory: int = 4 * GiB, local: bool = False
-) -> RegionSizing:
-    return RegionSizing(
-        executor_instances=executors,
-        executor_cores=cores,
-        task_cpus=task_cpus,
-        executor_memory=memory,
-        memory_overhead=410 * 2**20,
-        memory_fraction=0.6,
-        off_heap_memory=0,
-        executor_gpus=0,
-        task_gpus=0,
-        local=local,
-    )
 
 
 @pytest.mark.parametrize(
