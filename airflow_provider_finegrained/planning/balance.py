@@ -325,7 +325,6 @@ def decide_balance(
         chosen = min(plans, key=lambda p: (p.spread, p.cost, len(p.tasks)))
     split, open_cost, tasks = chosen.split, chosen.open_cost, chosen.tasks
 
-    largest = max(sizes)
     reasons = [
         f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)"
     ]

@@ -70,7 +70,7 @@ class StageRow:
     runs_in: str | None = None
     """The in-region consumer whose Spark jobs ran this stage's plan (an in-memory handover)."""
     executors_lifecycle: str = ""
-    """How the region's executors come and go (``up to 4, released when idle 15 s``); empty when fixed."""
+    """How the region's executors come and go (``up to 4, released when idle 30 s``); empty when fixed."""
 
     @property
     def learned_text(self) -> str:
