@@ -156,6 +156,15 @@ def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], lab
     stamp = int(time.time())
     run_ids = [f"{label}-{i}-{stamp}" for i in range(len(tables))]
     started = time.time()
+    load: list[tuple[float, float]] = []
+    sampling = threading.Event()
+
+    def sample_load() -> None:
+        while not sampling.wait(5):
+            load.append((round(time.time() - started, 1), os.getloadavg()[0]))
+
+    sampler = threading.Thread(target=sample_load, daemon=True)
+    sampler.start()
     triggers = [
         threading.Thread(
             target=standalone.cli,
@@ -172,7 +181,9 @@ def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], lab
         if all(s in ("success", "failed") for s in states.values()):
             break
         time.sleep(2)
+    sampling.set()
     return {
+        "load_average_1m_every_5s": load,
         "started": started,
         "ended": time.time(),
         "states": states,
@@ -192,6 +203,19 @@ def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str,
         "queue_s": sum(queued),
         "queue_median_s": statistics.median(queued) if queued else None,
         "tasks": sum(a.tasks for a in mine),
+        # Per application, what the simulator's validation replays: when it started and ended, every
+        # executor's add / remove time and cores, its tasks.
+        "apps": [
+            {
+                "name": a.name,
+                "start": a.start,
+                "end": a.end,
+                "executors": sorted(a.executors.values(), key=lambda e: e[0]),
+                "tasks": a.tasks,
+                "used_core_s": a.used_core_s,
+            }
+            for a in sorted(mine, key=lambda a: a.start or 0.0)
+        ],
     }
 
 
