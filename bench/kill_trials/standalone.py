@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 VENV_BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
 READY_LINE = "Airflow is ready"
 
 
@@ -42,6 +43,9 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str]) -> dict[str, st
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "bench.kill_trials.sqlite_args.CONNECT_ARGS",
+            # Every Airflow process imports the line above from this checkout.
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         }
     )

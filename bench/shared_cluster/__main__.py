@@ -40,6 +40,8 @@ from bench.shared_cluster.policies import (
 )
 
 POLICIES = {"dynamic": DYNAMIC_DAG_ID, "provider": PROVIDER_DAG_ID}
+RUN_TIMEOUT_S = 3600
+"""One policy's K runs took under 30 minutes at a load of 30; an hour means Airflow is stuck."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -180,6 +182,8 @@ def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], lab
         states = {rid: standalone.run_state(dag_id, rid) for rid in run_ids}
         if all(s in ("success", "failed") for s in states.values()):
             break
+        if time.time() - started > RUN_TIMEOUT_S:
+            raise TimeoutError(f"{label}: runs not finished after {RUN_TIMEOUT_S} s ({states}); see {standalone.log}")
         time.sleep(2)
     sampling.set()
     return {
