@@ -253,3 +253,33 @@ def test_a_forward_group_whose_min_is_above_its_max_is_refused_with_both_stages_
             plan, plan.stages["join"].region, {"join": StageInputs(upstream={"rows": record})}, config_for, LOCAL,
             {"join": LearnedExpansion(work=0.0156, runs=3)},
         )  # fmt: skip
+
+
+def test_a_scan_of_external_files_uses_their_measured_row_groups() -> None:
+    # TPC-H SF 0.01's lineitem: one file of 1,927,111 bytes written as one row group of 1,920,431 bytes.
+    # 1.84 MiB / 1 MiB per task = 2 tasks; assuming the producers' 1 MiB row groups the balance predicts
+    # two tasks of data; read from the footer, a split below the file only adds an empty task: one task.
+    config = ParallelismConfig(avg_bytes_per_task="1m")
+    lineitem = ExternalSizes("/data/t", "parquet", [1_927_111], row_group_bytes=1_920_431)
+
+    def balance(plan: Any, inputs: StageInputs) -> Any:
+        region = plan.stages["scan"].region
+        decision = decide_region(plan, region, {"scan": inputs}, lambda _: config, LOCAL)
+        return decision.sizing.stages["scan"].balance
+
+    alone = plan_stages([StageSpec.build("scan")])
+    assumed = balance(alone, StageInputs(external={"t": ExternalSizes("/data/t", "parquet", [1_927_111])}))
+    measured = balance(alone, StageInputs(external={"t": lineitem}))
+    assert (assumed.row_group_bytes, assumed.task_bytes) == (MiB, (MiB, 1_927_111 - MiB))
+    assert (measured.row_group_bytes, measured.task_bytes) == (1_920_431, (1_927_111,))
+    assert "read from the files' footers" in measured.why
+    # A broadcast side is not scanned into tasks: its unread footer changes nothing.
+    dim = ExternalSizes("/data/dim", "parquet", [4096])
+    with_dim = balance(alone, StageInputs(external={"t": lineitem, "d": dim}, external_broadcast=frozenset({"d"})))
+    assert (with_dim.row_group_bytes, with_dim.task_bytes) == (1_920_431, (1_927_111,))
+    # A committed upstream output's row groups are its producer's: a stage that also scans one keeps the
+    # producers' size for all its files.
+    after = plan_stages([StageSpec.build("source"), StageSpec.build("scan", {"rows": "source"})])
+    record = OutputRecord("source", "/x", "parquet", [1_927_111], 10, 1)
+    mixed = balance(after, StageInputs(upstream={"rows": record}, external={"t": lineitem}))
+    assert mixed.row_group_bytes != 1_920_431

@@ -5,6 +5,8 @@ from __future__ import annotations
 from airflow_provider_finegrained.execution.region_run import ExternalSizes
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import StorageOptions
+from airflow_provider_finegrained.storage.locations import join
+from airflow_provider_finegrained.storage.parquet_layout import largest_row_group_bytes
 
 
 class ExternalInputError(FileNotFoundError):
@@ -17,16 +19,21 @@ def _hidden(relative: str) -> bool:
 
 
 def measure_external(path: str, fmt: str, *, storage_options: StorageOptions = None) -> ExternalSizes:
-    """The size of every data file under ``path`` (a file or a folder), in name order."""
+    """The size of every data file under ``path`` (a file or a folder), in name order; for parquet also
+    the largest row group's bytes (from the footers of the largest files)."""
     fs, inner = filesystem.filesystem(path, storage_options)
     fs.invalidate_cache(inner)
     if not fs.exists(inner):
         raise ExternalInputError(f"external input {path} does not exist")
     if fs.isfile(inner):
-        sizes = [int(fs.size(inner))]
+        files = {path: int(fs.size(inner))}
     else:
         found = filesystem.list_files(path, storage_options)
-        sizes = [found[name] for name in sorted(found) if not _hidden(name)]
-    if not sizes:
+        files = {join(path, name): found[name] for name in sorted(found) if not _hidden(name)}
+    if not files:
         raise ExternalInputError(f"external input {path} holds no data files")
-    return ExternalSizes(path=path, format=fmt, file_bytes=sizes)
+    row_group_bytes = None
+    if fmt == "parquet":
+        largest_first = sorted(files, key=lambda f: -files[f])
+        row_group_bytes = largest_row_group_bytes(largest_first, storage_options)
+    return ExternalSizes(path=path, format=fmt, file_bytes=list(files.values()), row_group_bytes=row_group_bytes)

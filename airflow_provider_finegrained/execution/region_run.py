@@ -40,6 +40,8 @@ class ExternalSizes:
     path: str
     format: str
     file_bytes: list[int]
+    row_group_bytes: int | None = None
+    """The largest row group's bytes on disk (parquet footers); None: not read."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ def decide_region(
                 fixed=not leads,
                 memory_expansion=expansion.memory if expansion else None,
                 input_file_bytes=file_bytes,
+                input_row_group_bytes=_scanned_row_group_bytes(plan, name, stage_inputs, in_region),
                 scan_parallelism=scan_parallelism if leads else None,
             )
         )
@@ -191,9 +194,13 @@ def decide_region(
         moved = ran_with.parallelism != own.parallelism
         balance = own.balance
         if ran_with.scan_tasks != own.scan_tasks:
-            files = next(d.input_file_bytes for d in demands if d.stage == name)
+            demand = next(d for d in demands if d.stage == name)
             balance = decide_balance(
-                files, ran_with.scan_tasks, cores=sizing.slots * sizing.task_cpus, slots=sizing.slots
+                demand.input_file_bytes,
+                ran_with.scan_tasks,
+                row_group_bytes=demand.input_row_group_bytes,
+                cores=sizing.slots * sizing.task_cpus,
+                slots=sizing.slots,
             )
         sizing.stages[name] = replace(
             own,
@@ -297,6 +304,22 @@ def _follow_note(decider: str, ran_with: StageSizing) -> str:
 def _inherited_rule(plan: DagPlan, name: str, source: str) -> str:
     direct = any(e.producer == source and e.distribution is Distribution.FORWARD for e in plan.stages[name].inputs)
     return f"forward edge: same as {source!r}" if direct else f"forward group: same as {source!r}"
+
+
+def _scanned_row_group_bytes(plan: DagPlan, name: str, stage_inputs: StageInputs, in_region: set[str]) -> int | None:
+    """The largest row group among the files a stage scans when every one of them is an external input
+    whose footers were read; None (the provider's producers' size assumed) otherwise."""
+    for exchange in plan.stages[name].inputs:
+        if exchange.producer not in in_region and exchange.distribution is not Distribution.BROADCAST:
+            return None  # a committed upstream output: its producer chose the row groups
+    measured = [
+        external.row_group_bytes
+        for input_name, external in stage_inputs.external.items()
+        if input_name not in stage_inputs.external_broadcast
+    ]
+    if not measured or any(m is None for m in measured):
+        return None
+    return max(m for m in measured if m is not None)
 
 
 def _consumed(

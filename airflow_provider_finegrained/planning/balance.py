@@ -254,8 +254,10 @@ def decide_balance(
 ) -> InputBalance | None:
     """The scan settings that spread ``file_bytes`` evenly over at most ``parallelism`` tasks; None with no data.
 
-    ``row_group_bytes``: the row-group size the files were written with; None: what the provider's
-    producers write for a consumer of the decided parallelism's split (:func:`producer_row_group_bytes`).
+    ``row_group_bytes``: the largest row group of the files, read from their footers; None: what the
+    provider's producers write for a consumer of the decided parallelism's split
+    (:func:`producer_row_group_bytes`). A known size also keeps every split at least one row group (or
+    the largest file), since a smaller one only adds tasks that read nothing.
     ``cores``: the application's cores, Spark's default ``minPartitionNum`` (None: 1); Spark cuts a scan
     below the split when its bytes over the cores are smaller. ``slots``: the tasks that run at once
     (None: ``cores``). The split is that of the fewest whole waves over the slots whose predicted tasks
@@ -270,11 +272,17 @@ def decide_balance(
     if not sizes:
         return None
     total = sum(sizes)
-    finest = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
-    if row_group_bytes is None:
-        row_group_bytes = producer_row_group_bytes(finest)
+    by_parallelism = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
+    finest = by_parallelism
     median = int(statistics.median(sizes))
     largest = max(sizes)
+    groups_known = row_group_bytes is not None
+    if row_group_bytes is None:
+        row_group_bytes = producer_row_group_bytes(finest)
+    else:
+        # Spark reads whole row groups: a split below one only adds tasks that read nothing (and a file
+        # of under two row groups holds one, plus its footer).
+        finest = max(finest, largest if largest < 2 * row_group_bytes else row_group_bytes)
     # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
     # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
     cores = max(1, cores or 1)
@@ -288,6 +296,11 @@ def decide_balance(
             # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost
             # keeps one task per small file, so a shuffle's map outputs stay spread over the executors.
             open_cost = SPARK_OPEN_COST_BYTES
+        if groups_known:
+            # Spark also cuts at (bytes + open costs) / cores: keep that from cutting below a known row group.
+            floor = min(split, max(row_group_bytes, min(largest, 2 * row_group_bytes)), SPARK_OPEN_COST_BYTES)
+            if (total + len(sizes) * open_cost) // cores < floor:
+                open_cost = max(open_cost, floor)
         tasks = tuple(
             simulate_scan_tasks(
                 sizes,
@@ -329,7 +342,12 @@ def decide_balance(
         f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)"
     ]
     waves = math.ceil(len(tasks) / slots)
-    if chosen is decided or chosen.split == decided.split:
+    if (chosen is decided or chosen.split == decided.split) and finest > by_parallelism:
+        reasons.append(
+            f"split raised to {_mib(split)} from bytes / parallelism {parallelism} ({_mib(by_parallelism)}): "
+            f"a split below a row group of {_mib(row_group_bytes)} only adds tasks that read nothing"
+        )
+    elif chosen is decided or chosen.split == decided.split:
         reasons.append(f"split at {_mib(split)} (bytes / parallelism {parallelism})")
     else:
         reasons.append(
@@ -347,9 +365,14 @@ def decide_balance(
     if largest > split:
         reasons.append(
             f"files above {_mib(split)} are cut into chunks read by separate tasks "
-            f"(row groups of {_mib(row_group_bytes)} assumed)"
+            f"(row groups of {_mib(row_group_bytes)} {'read from the footers' if groups_known else 'assumed'})"
         )
-    if open_cost < SPARK_OPEN_COST_BYTES:
+    if groups_known and (total + len(sizes) * open_cost) // cores <= open_cost:
+        reasons.append(
+            f"open cost {_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / {cores} cores) "
+            f"does not split a row group of {_mib(row_group_bytes)} (read from the files' footers)"
+        )
+    elif open_cost < SPARK_OPEN_COST_BYTES:
         reasons.append(f"open cost {_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split")
     if largest > split and row_group_bytes > split:
         reasons.append(

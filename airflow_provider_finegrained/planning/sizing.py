@@ -87,14 +87,17 @@ class StageDemand:
     input_file_bytes: tuple[int, ...] = ()
     """The measured size of each file the stage scans (committed upstream outputs and external
     inputs, broadcast inputs excluded), in the order recorded."""
+    input_row_group_bytes: int | None = None
+    """The row-group size of the files it scans, when read from their footers; None: what the provider's
+    producers write (:func:`~airflow_provider_finegrained.planning.balance.producer_row_group_bytes`)."""
     scan_parallelism: int | None = None
     """The parallelism its bytes on disk alone give, for the file scans' split size; None: ``parallelism``.
     Differs from ``parallelism`` when a learned work factor corrected the shuffle side only."""
 
     def __post_init__(self) -> None:
-        for name in ("parallelism", "scan_parallelism"):
+        for name in ("parallelism", "scan_parallelism", "input_row_group_bytes"):
             value = getattr(self, name)
-            if value is None and name == "scan_parallelism":
+            if value is None and name != "parallelism":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"stage {self.stage!r}: {name} must be an integer >= 1, got {value!r}")
@@ -245,7 +248,13 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
                 parallelism = balanced
             scan = parallelism if not split_differs else even_waves(scan, slots, low, stage.max_parallelism)
         used_executors = executors if not shape.local else 1
-        balance = decide_balance(stage.input_file_bytes, scan, cores=slots * task_cpus, slots=slots)
+        balance = decide_balance(
+            stage.input_file_bytes,
+            scan,
+            row_group_bytes=stage.input_row_group_bytes,
+            cores=slots * task_cpus,
+            slots=slots,
+        )
         if balance and (
             balance.open_cost_bytes < SPARK_OPEN_COST_BYTES or balance.file_bytes[2] > balance.max_partition_bytes
         ):

@@ -73,6 +73,7 @@ class ProviderSizing:
 
     def _decide(self, region: str) -> None:
         from airflow_provider_finegrained.contract import OutputRecord
+        from airflow_provider_finegrained.execution.measure import measure_external
         from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
         from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
         from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
@@ -85,7 +86,7 @@ class ProviderSizing:
                 kind, name = parse_input(ref)
                 if kind == "table":
                     path = self.tables / f"{name}.parquet"
-                    external[param] = ExternalSizes(str(path), "parquet", file_sizes(path))
+                    external[param] = measure_external(str(path), "parquet")  # sizes and row groups
                 elif name not in self.plan.regions[region]:
                     path = self.out / name
                     upstream[param] = OutputRecord(name, str(path), "parquet", file_sizes(path), 0, 1)

@@ -147,13 +147,26 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
         # more cores than the split asks for: Spark cuts at bytesPerCore (8M + 256K) / 4 = 2.0625M, below the 8M
         # split; row groups of 8M / 4 = 2M (midpoints 1, 3, 5, 7) give each of the four chunks one.
         ([8 * M], 1, {"cores": 4}, {"split": 8 * M, "open": 256 * K, "row_group": 2 * M, "tasks": [2 * M] * 4}),
-        # a file written as one 128M row group cannot be cut: at 16M one of four tasks reads it all (max/median
-        # inf); at 32M (bytesPerCore 32.5M) the second chunk holds the midpoint 32M: [0, 64M], max/median 2.
+        # a file read as one 128M row group (its footer) cannot be cut: the split is raised from 16M to the
+        # file, 64M (under two row groups); open min(4M, 8M, 2M) = 2M. Spark still cuts at bytesPerCore
+        # (64M + 2M) / 2 = 33M (the open cost would have to reach 33M; it stays at most Spark's 4M): chunks
+        # 33M and 31M, the row group's midpoint (32M) in the first: [64M, 0], as decided; no coarser split.
         (
             [64 * M],
             4,
             {"row_group_bytes": 128 * M, "cores": 2},
-            {"split": 32 * M, "tasks": [0, 64 * M], "decided_tasks": [0, 0, 64 * M, 0]},
+            {"split": 64 * M, "open": 2 * M, "tasks": [64 * M, 0], "decided_tasks": [64 * M, 0]},
+        ),
+        # TPC-H SF 0.01's lineitem: one file of 1,927,111 bytes, one row group of 1,920,431 (its footer),
+        # parallelism 2, 2 cores. Split raised from 1M to the file (under two row groups); open min(4M, 240,888, 60,222) = 60,222, and
+        # bytesPerCore (1,927,111 + 60,222) / 2 = 993,666 is below min(split, max(1,920,431, min(file, 2 x 1,920,431)), 4M) =
+        # 1,927,111: the open cost is raised to it, Spark's split stays the file: one task (before: a second,
+        # empty one; Spark's defaults also run one).
+        (
+            [1_927_111],
+            2,
+            {"row_group_bytes": 1_920_431, "cores": 2},
+            {"split": 1_927_111, "open": 1_927_111, "tasks": [1_927_111], "default_tasks": [1_927_111]},
         ),
         # empty files carry nothing: they are not counted in the median; one core: one task of 8M (cost 10M)
         # beats two of 4M (12M), at 8M x 1.0 (open min(4M, 1M, 256K) = 256K)

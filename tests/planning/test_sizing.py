@@ -237,6 +237,10 @@ def test_the_scan_balance_follows_the_scan_count() -> None:
         ({"parallelism": 0}, "stage 's': parallelism must be an integer >= 1, got 0"),
         ({"parallelism": 2, "scan_parallelism": 0}, "stage 's': scan_parallelism must be an integer >= 1, got 0"),
         ({"parallelism": 2, "scan_parallelism": True}, "stage 's': scan_parallelism must be an integer >= 1, got True"),
+        (
+            {"parallelism": 2, "input_row_group_bytes": 0},
+            "stage 's': input_row_group_bytes must be an integer >= 1, got 0",
+        ),
     ],
 )
 def test_a_demand_refuses_a_count_below_one(kwargs: dict[str, object], message: str) -> None:

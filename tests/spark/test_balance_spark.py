@@ -9,6 +9,7 @@ the consumer, each scan task's rows (``recordsRead``) from Spark's REST API, and
 from __future__ import annotations
 
 import json
+import random
 import statistics
 import time
 import urllib.request
@@ -163,3 +164,44 @@ def test_a_skewed_upstream_is_read_in_even_tasks_as_predicted(spark: Any, tmp_pa
     assert spread(read) <= 2, (sorted(read), predicted)
     # Row groups land whole and their bytes vary a little: within 25% of the predicted largest task.
     assert abs(max(read) - predicted[-1]) <= 0.25 * predicted[-1], (sorted(read), predicted)
+
+
+def test_a_source_file_of_one_row_group_is_read_by_one_task_as_its_footer_says(spark: Any, tmp_path: Path) -> None:
+    # A source table written elsewhere as one row group (about 2 MiB, as TPC-H SF 0.01's lineitem), 1 MiB
+    # per task: the provider's producers' 1 MiB row groups assumed, the balance predicts two tasks of data
+    # and Spark runs two, one reading nothing; read from the footer, one task.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_provider_finegrained.execution.measure import measure_external
+
+    path = tmp_path / "source" / "table.parquet"
+    path.parent.mkdir()
+    rows = 12_000
+    payload = pa.array([random.randbytes(160) for _ in range(rows)], pa.binary())  # incompressible
+    pq.write_table(pa.table({"payload": payload}), path, row_group_size=rows, compression="none")
+    measured = measure_external(str(path.parent), "parquet")
+    assert measured.row_group_bytes is not None and len(measured.file_bytes) == 1
+    assert MiB < measured.file_bytes[0] < 2 * measured.row_group_bytes  # one row group
+
+    profile = ClusterProfile(total_cores=2, total_memory=4 * 2**30, executor_memory=2**30, local=True)
+    seen: dict[str, list[int]] = {}
+    for label, groups in (("assumed", None), ("footer", measured.row_group_bytes)):
+        demand = StageDemand(
+            "scan",
+            2,
+            consumed_bytes=sum(measured.file_bytes),
+            input_file_bytes=tuple(measured.file_bytes),
+            input_row_group_bytes=groups,
+        )
+        balance = size_region([demand], profile).stages["scan"].balance
+        assert balance is not None
+        for key, value in balance.session_conf().items():
+            spark.conf.set(key, value)
+        spark.sparkContext.setJobGroup(f"source-{label}", label)
+        assert spark.read.parquet(str(path)).selectExpr("count(payload)").collect()[0][0] == rows
+        seen[label] = scan_task_rows(spark, f"source-{label}")
+        # Spark cut the file as predicted: as many tasks, and the empty ones where the prediction has them.
+        assert len(seen[label]) == len(balance.task_bytes), (label, seen[label], balance.task_bytes)
+    assert sorted(seen["assumed"]) == [0, rows]
+    assert seen["footer"] == [rows]

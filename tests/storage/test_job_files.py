@@ -80,3 +80,43 @@ def test_external_input_errors_name_the_path(store: Store) -> None:
     write_bytes(join(hidden_only, "_SUCCESS"), b"", store.options)
     with pytest.raises(ExternalInputError, match="holds no data files"):
         measure_external(hidden_only, "parquet", storage_options=store.options)
+
+
+def _parquet_bytes(rows: int, row_group_rows: int) -> tuple[bytes, int]:
+    """A parquet file of ``rows`` rows in groups of ``row_group_rows``, and its largest group's bytes."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    table = pa.table({"k": list(range(rows)), "v": [f"value-{i}" for i in range(rows)]})
+    pq.write_table(table, sink, row_group_size=row_group_rows, compression="none")
+    data = sink.getvalue()
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    assert len(groups) == -(-rows // row_group_rows)
+    return data, max(sum(g.column(j).total_compressed_size for j in range(g.num_columns)) for g in groups)
+
+
+def test_measure_external_reads_the_largest_row_group_from_parquet_footers(store: Store) -> None:
+    # Source tables come from other writers: the scan balance reads their row groups instead of assuming
+    # the provider's producers' size (a file of one row group cannot be cut into tasks that all read data).
+    data = join(store.root, "external", "table")
+    small, small_group = _parquet_bytes(1_000, 1_000)
+    large, large_group = _parquet_bytes(20_000, 8_000)
+    assert large_group > small_group
+    write_bytes(join(data, "part-0.parquet"), small, store.options)
+    write_bytes(join(data, "part-1.parquet"), large, store.options)
+    sizes = measure_external(data, "parquet", storage_options=store.options)
+    assert sizes.file_bytes == [len(small), len(large)]
+    assert sizes.row_group_bytes == large_group
+    # Not parquet, or not readable: nothing is assumed here (the balance keeps its own assumption).
+    write_bytes(join(store.root, "external", "csv", "a.csv"), b"k,v\n1,2\n", store.options)
+    assert (
+        measure_external(join(store.root, "external", "csv"), "csv", storage_options=store.options).row_group_bytes
+        is None
+    )
+    broken = join(store.root, "external", "broken")
+    write_bytes(join(broken, "a.parquet"), b"x" * 20, store.options)
+    assert measure_external(broken, "parquet", storage_options=store.options).row_group_bytes is None
