@@ -43,6 +43,9 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str]) -> dict[str, st
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
             "SPARK_LOCAL_IP": "127.0.0.1",
+            # A task resumed from deferral parses its DAG file again; at a load of 30 on 2 cores that took over
+            # Airflow's 30 s and the task failed with "Dag not found during start up".
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "bench.kill_trials.sqlite_args.CONNECT_ARGS",
             # Every Airflow process imports the line above from this checkout.
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
