@@ -113,6 +113,10 @@ def provider_connection(cluster: Any, shape: Shape, events: Path, total_cores: i
                 "executor_memory": shape.executor_memory,
                 "driver_memory": shape.driver_memory,
                 "capacity_poll_interval": 1,
+                # A busy scheduler (load 30 on 2 cores) took the deferring try's exit 13 to 20 s after the
+                # deferral: at the default 10 s, 4 tasks failed on Airflow's stale-event race
+                # (apache/airflow#72716; docs/cluster.md says to raise it on a busy scheduler).
+                "trigger_min_wait": 30,
                 "spark_conf": {"spark.pyspark.python": sys.executable, **event_conf(events)},
             },
         }
