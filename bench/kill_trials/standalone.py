@@ -46,6 +46,9 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str]) -> dict[str, st
             # A task resumed from deferral parses its DAG file again; at a load of 30 on 2 cores that took over
             # Airflow's 30 s and the task failed with "Dag not found during start up".
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+            # At that load the API server answered a task's start request after 7 to 25 s; Airflow's 5 s
+            # client timeout retried it until the task failed ("Duplicate start request received").
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "bench.kill_trials.sqlite_args.CONNECT_ARGS",
             # Every Airflow process imports the line above from this checkout.
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
