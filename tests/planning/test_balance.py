@@ -158,10 +158,10 @@ def test_spread_table(tasks: list[int], expected: float) -> None:
             {"split": 64 * M, "open": 2 * M, "tasks": [64 * M, 0], "decided_tasks": [64 * M, 0]},
         ),
         # TPC-H SF 0.01's lineitem: one file of 1,927,111 bytes, one row group of 1,920,431 (its footer),
-        # parallelism 2, 2 cores. Split raised from 1M to the file (under two row groups); open min(4M, 240,888, 60,222) = 60,222, and
-        # bytesPerCore (1,927,111 + 60,222) / 2 = 993,666 is below min(split, max(1,920,431, min(file, 2 x 1,920,431)), 4M) =
-        # 1,927,111: the open cost is raised to it, Spark's split stays the file: one task (before: a second,
-        # empty one; Spark's defaults also run one).
+        # parallelism 2, 2 cores. Split raised from 1M to the file (under two row groups); open
+        # min(4M, 240,888, 60,222) = 60,222, and bytesPerCore (1,927,111 + 60,222) / 2 = 993,666 is below
+        # min(split, max(1,920,431, min(file, 2 x 1,920,431)), 4M) = 1,927,111: the open cost is raised to
+        # it, Spark's split stays the file: one task (before: a second, empty one; Spark's defaults also run one).
         (
             [1_927_111],
             2,
