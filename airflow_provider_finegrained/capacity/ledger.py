@@ -1,7 +1,8 @@
-"""A file ledger of capacity promised to regions whose applications have not registered yet.
+"""A file ledger of capacity promised to regions whose applications hold no executor yet.
 
-Between the moment a region decides from the cluster's free capacity and the moment its application
-registers, the cluster still shows those resources free; a parallel region (another Airflow worker process
+Between the moment a region decides from the cluster's free capacity and the moment its application's
+first executor runs (a region asks for executors at its first job), the cluster still shows those
+resources free; a parallel region (another Airflow worker process
 on this machine, or on another machine sharing a POSIX filesystem) would count them again. Regions therefore
 decide and reserve under one exclusive lock, and subtract each other's pending reservations from what the
 cluster reports.
@@ -35,7 +36,7 @@ _START_TIME_SLACK_S = 1.0
 
 @dataclass(frozen=True)
 class Reservation:
-    """Executors a region was granted and has not yet seen its application register for."""
+    """Executors a region was granted and has not yet seen its application hold (see the module docstring)."""
 
     key: str
     """Unique per attempt, e.g. ``dag/run/region/try``."""

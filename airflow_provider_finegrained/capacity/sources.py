@@ -242,15 +242,31 @@ def parse_yarn_metrics(
 
 
 def parse_yarn_running_apps(document: Mapping[str, Any]) -> frozenset[str]:
-    """Names of the applications in ``/ws/v1/cluster/apps?states=RUNNING``."""
+    """Names of the applications in ``/ws/v1/cluster/apps?states=RUNNING`` that hold an executor.
+
+    An application running only its ApplicationMaster (``runningContainers`` below 2) has not claimed its
+    executors yet (a region asks for them at its first job), so a ledger keeps counting its reservation;
+    the standalone master likewise reports such an application ``WAITING`` until its first executor.
+    """
     apps_doc = document.get("apps")
     if not isinstance(apps_doc, Mapping):
         return frozenset()  # {"apps": null}: none running.
     return frozenset(
         str(app["name"])
         for app in _as_list(apps_doc.get("app"))
-        if isinstance(app, Mapping) and "name" in app and app.get("state", "RUNNING") == "RUNNING"
+        if isinstance(app, Mapping)
+        and "name" in app
+        and app.get("state", "RUNNING") == "RUNNING"
+        and _containers(app) >= 2
     )
+
+
+def _containers(app: Mapping[str, Any]) -> int:
+    """``runningContainers``; 2 when the ResourceManager does not say (then the application counts)."""
+    try:
+        return int(app["runningContainers"])
+    except (KeyError, TypeError, ValueError):
+        return 2
 
 
 @dataclass(frozen=True)

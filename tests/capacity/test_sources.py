@@ -320,11 +320,15 @@ def test_parse_yarn_metrics_before_resource_types_has_no_gpus() -> None:
 @pytest.mark.parametrize(
     ("document", "names"),
     [
-        pytest.param(
-            sample("yarn_apps_running.json"), {"finegrained__tpch__run1__region_a", "adhoc-notebook"}, id="two"
-        ),
+        # adhoc-notebook runs its ApplicationMaster alone (runningContainers 1): no executor claimed yet.
+        pytest.param(sample("yarn_apps_running.json"), {"finegrained__tpch__run1__region_a"}, id="two"),
         pytest.param({"apps": None}, set(), id="none"),
         pytest.param({"apps": {"app": {"name": "solo", "state": "RUNNING"}}}, {"solo"}, id="collapsed-one"),
+        pytest.param(
+            {"apps": {"app": [{"name": "a", "runningContainers": 0}, {"name": "b", "runningContainers": "3"}]}},
+            {"b"},  # the AM and two executors; "a" holds none
+            id="container-counts",
+        ),
         pytest.param({"apps": {"app": [{"name": "acc", "state": "ACCEPTED"}]}}, set(), id="ignores-filterless-rm"),
     ],
 )
@@ -374,7 +378,7 @@ def test_fetch_yarn_per_node_with_running_apps(server: RecordingServer) -> None:
     serve_rm(server)
     capacity = fetch_yarn_capacity(server.url + "/", timeout_s=2)
     assert shape(capacity) == [(6, 12 * GiB, 1, 8, 16 * GiB, 2), (8, 8 * GiB, 0, 8, 8 * GiB, 0)]
-    assert capacity.active_apps == {"finegrained__tpch__run1__region_a", "adhoc-notebook"}
+    assert capacity.active_apps == {"finegrained__tpch__run1__region_a"}  # adhoc-notebook: its AM alone
     assert capacity.source == f"YARN ResourceManager {server.url}"
     assert server.requests == [
         ("GET", RM_NODES, "application/json"),
