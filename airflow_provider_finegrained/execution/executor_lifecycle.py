@@ -6,11 +6,13 @@ fixed executor count those stay reserved for the region's whole life (the shared
 preliminary run: the provider used 45% of the core-seconds it reserved). So on a cluster every region
 runs with dynamic allocation, bounded by the decision:
 
-- ``initialExecutors`` = ``maxExecutors`` = the planned executors: the first wave still starts on all of
-  them (with ``spark.scheduler.minRegisteredResourcesRatio`` 1.0, FLIP-370's even spread), and the
-  application never grows beyond what the capacity step granted;
-- ``minExecutors`` = the minimum-resources floor (0 without one): Spark gives back executors down to it
-  and grows again to the planned count while tasks are pending (the minimum-resources document);
+- ``maxExecutors`` = the planned executors: the application never grows beyond what the capacity step
+  granted;
+- ``minExecutors`` = ``initialExecutors`` = the minimum-resources floor (0 without one): executors are
+  asked for when the first job's tasks wait (``schedulerBacklogTimeout``, 1 s, then doubling each
+  second up to the planned count), not when the application registers; Spark gives back executors down
+  to the floor and grows again to the planned count while tasks are pending (the minimum-resources
+  document);
 - no external shuffle service is assumed, so ``shuffleTracking`` keeps an executor while it holds shuffle
   data of a running job. Once no running job reads it, Spark's default keeps such an executor until the
   driver's garbage collector cleans the shuffle (``spark.cleaner.periodicGC.interval``, 30 min), in
@@ -19,20 +21,27 @@ runs with dynamic allocation, bounded by the decision:
   region is its own query, and a handover read twice is cached);
 - ``executorIdleTimeout`` = ``shuffleTracking.timeout`` = :data:`IDLE_TIMEOUT_S`.
 
+Why at the first job: a region's driver spends 13 to 15 s between registering and its first job on the
+loopback cluster at a load average of 5 (imports, inputs, the stage's own driver-side code), 40 to 60 s
+at 30. Executors started with the application sat idle through it (24% of the provider's reserved
+core-seconds in the shared-cluster run at load 30), and past the idle timeout Spark released them before
+the first job and the job waited for new ones anyway. Asked for at the first job, an executor's start
+(JVM, registration) follows the driver's own work instead of preceding it: the region's latency is the
+same sum, and nothing is held meanwhile. What it gives up is FLIP-370's even first wave
+(``minRegisteredResourcesRatio`` 1.0 cannot wait for executors not yet asked for): the first executors
+take the first tasks; a connection with ``executors_from="start"`` asks for all of them at the start
+(``initialExecutors`` = ``maxExecutors``), and then :func:`starts_on_every_executor` lets the region job
+wait for every one before the first tasks.
+
 Why one timeout: on Spark 4.3 with AQE, an executor whose map output a finished query wrote was released
 after ``executorIdleTimeout`` (15 s released it; with 60 s and a 5 s shuffle timeout nothing was
 released in 35 s idle), so the shuffle timeout cannot be the shorter one that does the work.
 
-Why 30 s: Spark releases idle executors even before the application's first job, and the region's driver
-took 13 to 15 s from its executors' registration to its first job on the loopback cluster at a load
-average of 5 (imports, inputs, the stage's own driver-side code), and 28 to 31 s at 15, where 30 s let
-two of four executors go before the first job (the region asks for them again after 1 s of pending
-tasks, but the first wave loses its even spread and pays executor starts): 30 s holds on a machine that
-is not overloaded. The gaps between a region's later jobs were 0.3 to 2 s. Re-acquiring an executor
-(JVM start, registration: 12 to 30 s after the application started, by load) costs about as much as 30 s
-of keeping it, so keeping it that long and then releasing it wastes at most twice the best choice made in hindsight (the
-ski-rental bound). Spark's default, 60 s, is as long as many whole regions here, and would give back
-little. What 30 s costs: a region whose narrow stage lasts less than 30 s gives back nothing.
+Why 30 s: the gaps between a region's jobs were 0.3 to 2 s on the loopback cluster; an executor's
+start took 12 to 30 s by load, about what 30 s of keeping it costs, so keeping an idle executor that
+long and then releasing it wastes at most twice the best choice made in hindsight (the ski-rental
+bound). Spark's default, 60 s, is as long as many whole regions here, and would give back little. What
+30 s costs: a region whose narrow stage lasts less than 30 s gives back nothing.
 
 ``cachedExecutorIdleTimeout`` keeps Spark's default (never while the region's in-memory handover is
 cached); Spark applies the shorter of it and the shuffle timeout to an executor holding both.
@@ -40,8 +49,7 @@ cached); Spark applies the shorter of it and the shuffle timeout to an executor 
 Local mode has one JVM and no executors to give back; the warm pool sets its own dynamic allocation
 (``warm/server.py``). A connection's or a stage's ``spark_conf`` still wins (``region_job.application_conf``
 applies them after this), e.g. ``spark.dynamicAllocation.enabled=false`` for a fixed executor count.
-No Airflow imports.
-"""
+No Airflow imports."""
 
 from __future__ import annotations
 
@@ -57,11 +65,13 @@ IDLE_TIMEOUT_S = 30
 _PREFIX = "spark.dynamicAllocation."
 
 
-def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dict[str, str]:
+def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_start: bool = False) -> dict[str, str]:
     """Dynamic-allocation settings of a region's application on a cluster; none in local mode.
 
-    ``bounds``: the connection's minimum and maximum resources. Raises ValueError (with the numbers)
-    when they cannot both hold in whole executors of the region's shape.
+    ``bounds``: the connection's minimum and maximum resources. ``at_start`` (the connection's
+    ``executors_from="start"``): ask for every executor when the application starts, not at the first job.
+    Raises ValueError (with the numbers) when the bounds cannot both hold in whole executors of the region's
+    shape.
     """
     if sizing.local:
         return {}
@@ -72,28 +82,53 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing) -> dic
     planned = sizing.executor_instances
     # The planned executors, raised to the minimum, capped by the maximum (never below the minimum).
     ceiling = max(planned, least) if most is None else max(least, min(planned, most))
+    initial = ceiling if at_start else least
     return {
         f"{_PREFIX}enabled": "true",
         f"{_PREFIX}shuffleTracking.enabled": "true",
         f"{_PREFIX}shuffleTracking.timeout": f"{IDLE_TIMEOUT_S}s",
         f"{_PREFIX}executorIdleTimeout": f"{IDLE_TIMEOUT_S}s",
         f"{_PREFIX}minExecutors": str(least),
-        f"{_PREFIX}initialExecutors": str(ceiling),
+        f"{_PREFIX}initialExecutors": str(initial),
         f"{_PREFIX}maxExecutors": str(ceiling),
         # Spark starts max(minExecutors, initialExecutors, executor.instances): keep them equal.
-        "spark.executor.instances": str(ceiling),
+        "spark.executor.instances": str(initial),
         # Standalone ignores executor.instances; cores.max caps the application instead.
         "spark.cores.max": str(ceiling * sizing.executor_cores),
     }
 
 
+def starts_on_every_executor(conf: Mapping[str, str]) -> bool:
+    """Whether an application with these settings asks for all its executors when it starts.
+
+    True for a fixed executor count (dynamic allocation off) or ``initialExecutors`` at least
+    ``maxExecutors``; then the region job waits for every one before the first tasks (FLIP-370's even
+    spread). False for the provider's own settings, which ask for executors at the first job.
+    """
+    if not _enabled(conf):
+        return True
+    initial, most = _count(conf.get(f"{_PREFIX}initialExecutors")), _count(conf.get(f"{_PREFIX}maxExecutors"))
+    return initial is not None and most is not None and initial >= most
+
+
+def _count(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _enabled(conf: Mapping[str, str]) -> bool:
+    return str(conf.get(f"{_PREFIX}enabled", "")).strip().lower() == "true"
+
+
 def lifecycle_text(conf: Mapping[str, str]) -> str:
     """How the application's executors come and go, for the trace and the UI; empty when they are fixed.
 
-    ``up to 4, released when idle 30 s`` (``, 2 kept`` with a minimum), from the
+    ``up to 4 from the first job, released when idle 30 s`` (``, 2 kept`` with a minimum), from the
     application's final settings, so a connection's override shows as it ran.
     """
-    if str(conf.get(f"{_PREFIX}enabled", "")).strip().lower() != "true":
+    if not _enabled(conf):
         return ""
     idle = _seconds_text(str(conf.get(f"{_PREFIX}executorIdleTimeout", "60s")))
     shuffle_timeout = conf.get(f"{_PREFIX}shuffleTracking.timeout")
@@ -107,7 +142,8 @@ def lifecycle_text(conf: Mapping[str, str]) -> str:
         shuffle = _seconds_text(str(shuffle_timeout), bare_unit="ms")
         released = f"released when idle {shuffle}" + (f" ({idle} without shuffle data)" if shuffle != idle else "")
     most = conf.get(f"{_PREFIX}maxExecutors")
-    text = f"up to {most}, {released}" if most else released
+    start = "" if starts_on_every_executor(conf) else " from the first job"
+    text = f"up to {most}{start}, {released}" if most else released
     least = str(conf.get(f"{_PREFIX}minExecutors", "0")).strip()
     if least not in ("", "0"):
         text += f", {least} kept"

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf
+from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf, starts_on_every_executor
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs
 from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
@@ -177,20 +177,26 @@ def application_conf(
     conf = {
         "spark.ui.showConsoleProgress": "false",
         **sizing.application_conf(),
-        **executor_lifecycle_conf(settings.resource_bounds(), sizing),
+        **executor_lifecycle_conf(settings.resource_bounds(), sizing, settings.executors_from == "start"),
     }
     if not sizing.local:
         # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
         conf["spark.driver.memory"] = f"{settings.driver_memory // 2**20}m"
-        # Even spread (FLIP-370): start the first tasks only once every granted executor has registered;
-        # Spark's default starts on the first one, which then takes the first wave almost alone.
-        conf["spark.scheduler.minRegisteredResourcesRatio"] = "1.0"
-        conf["spark.scheduler.maxRegisteredResourcesWaitingTime"] = "60s"
     conf.update(launcher_conf)
     conf.update(storage_conf or {})
     conf.update({k: str(v) for k, v in settings.spark_conf.items()})
     for stage_conf in stage_confs:
         conf.update({k: str(v) for k, v in stage_conf.items() if not k.startswith("spark.sql.")})
+    if not sizing.local and starts_on_every_executor(conf):
+        # Even spread (FLIP-370), where every executor is asked for at the start (a fixed count): start the
+        # first tasks only once all have registered; Spark's default starts on the first one, which then
+        # takes the first wave almost alone. Not with executors asked for at the first job: standalone
+        # would wait for all of spark.cores.max before the driver even runs. Explicit settings win.
+        conf = {
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
+            **conf,
+        }
     return conf
 
 

@@ -36,6 +36,8 @@ from airflow_provider_finegrained.secrets import redact_url
 
 MiB: Final = 2**20
 GiB: Final = 2**30
+EXECUTOR_STARTS: Final = ("first_job", "start")
+"""``executors_from``: when a region's application on a cluster asks for its executors."""
 SPARK_MIN_MEMORY: Final = 450 * MiB
 """Spark refuses a JVM with less: 1.5 times its 300 MiB reserved memory."""
 MEMORY_OVERHEAD_FACTOR: Final = 0.10
@@ -373,6 +375,17 @@ class ResourceSettings(SettingsModel):
             minimum=0,
         ),
     ] = 10.0
+    executors_from: Annotated[
+        Literal["first_job", "start"],
+        choice(
+            "Executors from",
+            "When a region's application on a cluster asks for its executors: 'first_job' when its first job's "
+            "tasks wait (none idle while the driver starts); 'start' all at once when it starts, the first wave "
+            "waiting for every one (FLIP-370's even first wave, at the cost of executors idle meanwhile).",
+            "first_job",
+            choices=EXECUTOR_STARTS,
+        ),
+    ] = "first_job"
 
     def resource_bounds(self) -> ResourceBounds:
         """The minimum and maximum resources of the connection (unset: no bound)."""

@@ -1,7 +1,8 @@
 """A region's application gives back the executors its narrower stage leaves idle (real standalone cluster).
 
 The session's cluster (tests/cluster/conftest.py) has two workers of 2 cores and 4 GiB on 127.0.0.1; the
-connection gives executors of 1 core, so a region of parallelism 4 starts on four of them. The connection
+connection gives executors of 1 core, so a region of parallelism 4 may grow to four of them, asked for
+when its first job's tasks wait (none while its driver starts). The connection
 shortens the idle timeouts to 8 s (the provider's 30 s would add over 20 s to the suite): the release is
 Spark's, the settings and their report the provider's, and a connection's setting wins.
 """
@@ -130,30 +131,33 @@ def test_a_region_gives_back_the_executors_its_narrow_stage_leaves_idle_and_answ
     trace = results["narrow"]["trace"]
     assert results["wide"]["trace"]["application_id"] == trace["application_id"]
     assert trace["executors"] == 4
-    assert lifecycle_text(trace["spark_conf"]) == f"up to 4, released when idle {IDLE_S} s"
+    assert lifecycle_text(trace["spark_conf"]) == f"up to 4 from the first job, released when idle {IDLE_S} s"
     app, added, removed = executor_events(events)
-    assert len(added) >= 4, (app, added, removed)
+    # None held while the driver started: every executor was asked for once the first job's tasks waited
+    # (1 s of backlog, then doubling), more than one before the first registered.
+    assert all(at > app["first_job"] for at in added.values()), (app, added)
+    assert len(added) >= 2, (app, added, removed)
     # ... and while the narrow stage's one task ran, every executor but the one running it went back to the
-    # cluster, killed by the driver's dynamic allocation (not lost). (On a loaded machine the driver's
-    # first job may come later than 8 s after the executors started: then some left and came back before.)
+    # cluster, killed by the driver's dynamic allocation (not lost).
     alive_at_end = [e for e, at in added.items() if at < app["last_job_end"] and e not in removed]
     assert len(alive_at_end) == 1, (app, added, removed)
     last_wave = [e for e, (at, _) in removed.items() if at > app["first_job"]]
-    assert len(last_wave) >= 3, (app, added, removed)
+    assert len(last_wave) >= len(added) - 1, (app, added, removed)
     assert all(reason == "Executor killed by driver." for _, reason in removed.values()), removed
     # Spark's own report of the narrow stage: one executor left when it ended.
     assert len(trace["spark_tasks"]["executors"]) == 1, trace["spark_tasks"]
     # The task log's trace says it too.
     assert f"released when idle {IDLE_S} s" in "".join(capfd.readouterr())
 
-    # Reserved core-seconds against the same application with its four executors fixed.
+    # Reserved core-seconds against the same application with four fixed executors, counted (generously
+    # to them) from the first executor's registration: a fixed application registers them at its start.
     reserved = sum((removed.get(e, (app["end"], ""))[0] - at) for e, at in added.items())
-    fixed = sum(app["end"] - at for at in sorted(added.values())[:4])
+    fixed = 4 * (app["end"] - min(added.values()))
     released = sorted(round(removed[e][0] - app["first_job"], 1) for e in last_wave)
     print(
-        f"executors added {[round(at - app['start'], 1) for at in sorted(added.values())]} s after the start; "
-        f"first job {app['first_job'] - sorted(added.values())[3]:.1f} s after the fourth; "
-        f"released {released} s after the first job started; reserved {reserved:.0f} core-s "
-        f"vs {fixed:.0f} fixed ({fixed / reserved:.2f}x)"
+        f"first job {app['first_job'] - app['start']:.1f} s after the start; executors added "
+        f"{[round(at - app['first_job'], 1) for at in sorted(added.values())]} s after it, "
+        f"released {released} s after it; reserved {reserved:.0f} core-s vs {fixed:.0f} fixed "
+        f"({fixed / reserved:.2f}x)"
     )
     assert reserved < fixed

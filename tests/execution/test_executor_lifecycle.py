@@ -10,6 +10,7 @@ from airflow_provider_finegrained.execution.executor_lifecycle import (
     IDLE_TIMEOUT_S,
     executor_lifecycle_conf,
     lifecycle_text,
+    starts_on_every_executor,
 )
 from airflow_provider_finegrained.execution.region_job import application_conf
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -43,22 +44,23 @@ def bounds_of(conf: dict[str, str]) -> tuple[int, int, int]:
 
 
 # (bounds, sizing, expected min, initial, max executors) worked by hand: without a minimum the region
-# keeps none and starts on (and never exceeds) its planned executors; a minimum needs
-# ceil(min / per-executor) executors (slots are cores // task_cpus); the maximum executors are the
-# planned count, raised to the minimum, capped by floor(max / per-executor).
+# keeps none and starts with none (its executors are asked for at the first job), never exceeding its
+# planned executors; a minimum needs ceil(min / per-executor) executors (slots are cores // task_cpus)
+# and starts with them; the maximum executors are the planned count, raised to the minimum, capped by
+# floor(max / per-executor).
 @pytest.mark.parametrize(
     ("bounds", "region", "expected"),
     [
-        pytest.param(ResourceBounds(), sizing(3), (0, 3, 3), id="no-minimum-keeps-none"),
-        pytest.param(ResourceBounds(), sizing(1), (0, 1, 1), id="one-executor"),
-        pytest.param(ResourceBounds(max_slots=4), sizing(2), (0, 2, 2), id="only-a-maximum-above-planned"),
-        pytest.param(ResourceBounds(max_slots=4), sizing(3), (0, 2, 2), id="only-a-maximum-caps-planned"),
-        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 3, 3), id="min-below-planned"),
+        pytest.param(ResourceBounds(), sizing(3), (0, 0, 3), id="no-minimum-keeps-none"),
+        pytest.param(ResourceBounds(), sizing(1), (0, 0, 1), id="one-executor"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(2), (0, 0, 2), id="only-a-maximum-above-planned"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(3), (0, 0, 2), id="only-a-maximum-caps-planned"),
+        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 2, 3), id="min-below-planned"),
         pytest.param(ResourceBounds(min_slots=6), sizing(2), (3, 3, 3), id="min-above-planned-raises-max"),
-        pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 4, 4), id="max-caps-planned"),
+        pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 3, 4), id="max-caps-planned"),
         pytest.param(ResourceBounds(min_slots=1), sizing(1, cores=4, task_cpus=2), (1, 1, 1), id="two-cpu-tasks"),
         pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(1), (3, 3, 3), id="memory-minimum-10g-over-4g"),
-        pytest.param(ResourceBounds(min_cpu=3, max_cpu=8), sizing(6), (2, 4, 4), id="cpu-bounds"),
+        pytest.param(ResourceBounds(min_cpu=3, max_cpu=8), sizing(6), (2, 2, 4), id="cpu-bounds"),
     ],
 )
 def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
@@ -77,6 +79,23 @@ def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
     assert f"{DA}cachedExecutorIdleTimeout" not in conf  # Spark's default: a cached handover is kept
 
 
+@pytest.mark.parametrize(
+    ("bounds", "region", "expected"),
+    [
+        pytest.param(ResourceBounds(), sizing(3), (0, 3, 3), id="no-minimum"),
+        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 3, 3), id="min-below-planned"),
+        pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 4, 4), id="max-caps-planned"),
+    ],
+)
+def test_executors_from_start_asks_for_every_executor_at_the_start(
+    bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
+) -> None:
+    conf = executor_lifecycle_conf(bounds, region, at_start=True)
+    assert bounds_of(conf) == expected
+    assert conf["spark.executor.instances"] == str(expected[1])
+    assert starts_on_every_executor(conf)
+
+
 def test_local_mode_has_no_executors_to_give_back() -> None:
     assert executor_lifecycle_conf(ResourceBounds(min_slots=2), sizing(1, local=True)) == {}
 
@@ -92,45 +111,117 @@ def settings(host: str, **extra: Any) -> ConnectionSettings:
 
 LIFE = "30 s"
 CLUSTER = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, executor_memory=GiB)
+RATIO = "spark.scheduler.minRegisteredResourcesRatio"
 
 
+# (host, extra, dynamic allocation, executors at the start, waits for all before the first tasks, text)
 @pytest.mark.parametrize(
-    ("host", "extra", "expected_da", "text"),
+    ("host", "extra", "expected_da", "initial", "ratio", "text"),
     [
-        pytest.param("spark://m:7077", {}, "true", f"up to 4, released when idle {LIFE}", id="standalone"),
-        pytest.param("k8s://https://k:6443", {}, "true", f"up to 4, released when idle {LIFE}", id="kubernetes"),
+        pytest.param(
+            "spark://m:7077",
+            {},
+            "true",
+            "0",
+            None,
+            f"up to 4 from the first job, released when idle {LIFE}",
+            id="standalone",
+        ),
+        pytest.param(
+            "k8s://https://k:6443",
+            {},
+            "true",
+            "0",
+            None,
+            f"up to 4 from the first job, released when idle {LIFE}",
+            id="kubernetes",
+        ),
         pytest.param(
             "yarn",
             {"min_slots": 2},
             "true",
-            f"up to 4, released when idle {LIFE}, 2 kept",
+            "2",
+            None,
+            f"up to 4 from the first job, released when idle {LIFE}, 2 kept",
             id="yarn-minimum",
         ),
+        # A fixed count asks for every executor at the start: the first wave waits for all (FLIP-370).
         pytest.param(
             "spark://m:7077",
             {"spark_conf": {f"{DA}enabled": "false"}},
             "false",
+            "0",
+            "1.0",
             "",
             id="connection-turns-it-off",
         ),
         pytest.param(
             "spark://m:7077",
+            {"executors_from": "start"},
+            "true",
+            "4",
+            "1.0",
+            f"up to 4, released when idle {LIFE}",
+            id="executors-from-start",
+        ),
+        pytest.param(
+            "spark://m:7077",
+            {"spark_conf": {f"{DA}initialExecutors": "4"}},
+            "true",
+            "4",
+            "1.0",
+            f"up to 4, released when idle {LIFE}",
+            id="connection-conf-starts-on-all",
+        ),
+        pytest.param(
+            "spark://m:7077",
+            {"executors_from": "start", "spark_conf": {RATIO: "0.5"}},
+            "true",
+            "4",
+            "0.5",
+            f"up to 4, released when idle {LIFE}",
+            id="connection-sets-the-ratio",
+        ),
+        pytest.param(
+            "spark://m:7077",
             {"spark_conf": {f"{DA}executorIdleTimeout": "1min", f"{DA}shuffleTracking.timeout": "60000"}},
             "true",
-            "up to 4, released when idle 60 s",
+            "0",
+            None,
+            "up to 4 from the first job, released when idle 60 s",
             id="connection-sets-the-timeouts",
         ),
     ],
 )
 def test_the_application_conf_carries_it_and_the_connection_wins(
-    host: str, extra: dict[str, Any], expected_da: str, text: str
+    host: str, extra: dict[str, Any], expected_da: str, initial: str, ratio: str | None, text: str
 ) -> None:
     region = size_region([StageDemand("wide", 4)], CLUSTER)
     conf = application_conf(region, settings(host, total_cores=4, **extra), {}, [])
     assert conf[f"{DA}enabled"] == expected_da
-    assert conf[f"{DA}maxExecutors"] == conf["spark.executor.instances"] == "4"
-    assert conf["spark.scheduler.minRegisteredResourcesRatio"] == "1.0"  # the first wave still starts on all four
+    assert conf[f"{DA}maxExecutors"] == "4" and conf["spark.cores.max"] == "4"
+    assert conf[f"{DA}initialExecutors"] == initial
+    # Standalone waits for spark.cores.max at the driver's start with a ratio: none unless all are asked for.
+    assert conf.get(RATIO) == ratio
     assert lifecycle_text(conf) == text
+
+
+@pytest.mark.parametrize(
+    ("conf", "expected"),
+    [
+        ({}, True),  # no dynamic allocation: a fixed count
+        ({f"{DA}enabled": "false", f"{DA}initialExecutors": "0", f"{DA}maxExecutors": "4"}, True),
+        ({f"{DA}enabled": "true", f"{DA}initialExecutors": "0", f"{DA}maxExecutors": "4"}, False),
+        ({f"{DA}enabled": "true", f"{DA}initialExecutors": "3", f"{DA}maxExecutors": "4"}, False),
+        ({f"{DA}enabled": " TRUE ", f"{DA}initialExecutors": "4", f"{DA}maxExecutors": "4"}, True),
+        ({f"{DA}enabled": "true", f"{DA}maxExecutors": "4"}, False),  # Spark's initial is the minimum, 0
+        ({f"{DA}enabled": "true", f"{DA}initialExecutors": "many", f"{DA}maxExecutors": "4"}, False),
+    ],
+)
+def test_starts_on_every_executor_only_when_all_are_asked_for_at_the_start(
+    conf: dict[str, str], expected: bool
+) -> None:
+    assert starts_on_every_executor(conf) is expected
 
 
 def test_a_local_application_conf_has_no_dynamic_allocation() -> None:
@@ -150,9 +241,13 @@ ON = {f"{DA}enabled": "true"}
         ({f"{DA}enabled": "false", f"{DA}maxExecutors": "4"}, ""),
         (
             {f"{DA}enabled": "TRUE", f"{DA}maxExecutors": "4", IDLE: "15s"},
-            "up to 4, released when idle 15 s, kept while holding shuffle data",  # Spark's default: no timeout
+            "up to 4 from the first job, released when idle 15 s, kept while holding shuffle data",  # no timeout
         ),
-        ({**ON, f"{DA}maxExecutors": "2", SHUFFLE: "60s"}, "up to 2, released when idle 60 s"),
+        ({**ON, f"{DA}maxExecutors": "2", SHUFFLE: "60s"}, "up to 2 from the first job, released when idle 60 s"),
+        (
+            {**ON, f"{DA}maxExecutors": "2", f"{DA}initialExecutors": "2", SHUFFLE: "60s"},
+            "up to 2, released when idle 60 s",  # all asked for at the start
+        ),
         (
             {**ON, IDLE: "500ms", SHUFFLE: "500"},
             "released when idle 0.5 s",
@@ -171,7 +266,7 @@ ON = {f"{DA}enabled": "true"}
         ),
         (
             {**ON, f"{DA}maxExecutors": "4", f"{DA}minExecutors": "1", SHUFFLE: "1min"},
-            "up to 4, released when idle 60 s, 1 kept",
+            "up to 4 from the first job, released when idle 60 s, 1 kept",
         ),
     ],
 )
@@ -185,6 +280,6 @@ def test_the_run_page_says_how_the_executors_come_and_go() -> None:
 
     conf = executor_lifecycle_conf(ResourceBounds(), sizing(4))
     row = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4, spark_conf=conf), None, "success")
-    assert row.executors_text == f"4 × 2 cores (up to 4, released when idle {LIFE})"
+    assert row.executors_text == f"4 × 2 cores (up to 4 from the first job, released when idle {LIFE})"
     fixed = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4), None, "success")
     assert fixed.executors_text == "4 × 2 cores"
