@@ -195,6 +195,9 @@ def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], lab
     }
 
 
+IDLE_PARTS = ("never_used", "before_first_task", "after_last_task", "between_tasks")
+
+
 def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str, Any]:
     """Makespan and core-seconds of the applications that started inside [started, ended]."""
     mine = [a for a in apps if a.start is not None and started <= a.start <= ended]
@@ -207,6 +210,7 @@ def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str,
         "queue_s": sum(queued),
         "queue_median_s": statistics.median(queued) if queued else None,
         "tasks": sum(a.tasks for a in mine),
+        "idle_core_s": {k: sum(a.idle_core_s[k] for a in mine) for k in IDLE_PARTS},
         # Per application, what the simulator's validation replays: when it started and ended, every
         # executor's add / remove time and cores, its tasks.
         "apps": [

@@ -26,6 +26,8 @@ class AppUsage:
     """Executor id -> (added, removed or None, cores)."""
     used_core_s: float = 0.0
     tasks: int = 0
+    task_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Executor id -> (its first task's launch, its last task's finish)."""
 
     @property
     def first_executor(self) -> float | None:
@@ -45,6 +47,28 @@ class AppUsage:
             if until is not None:
                 total += max(0.0, until - added) * cores
         return total
+
+    @property
+    def idle_core_s(self) -> dict[str, float]:
+        """Reserved but unused core-seconds by where they fall in each executor's life.
+
+        ``never_used``: executors that ran no task; ``before_first_task`` / ``after_last_task``: from an
+        executor's registration to its first task, from its last task to its release; ``between_tasks``: the
+        rest (cores idle while the executor lived between or beside its tasks).
+        """
+        out = {"never_used": 0.0, "before_first_task": 0.0, "after_last_task": 0.0}
+        for key, (added, removed, cores) in self.executors.items():
+            until = removed if removed is not None else self.end
+            if until is None:
+                continue
+            span = self.task_spans.get(key)
+            if span is None:
+                out["never_used"] += max(0.0, until - added) * cores
+            else:
+                out["before_first_task"] += max(0.0, span[0] - added) * cores
+                out["after_last_task"] += max(0.0, until - span[1]) * cores
+        out["between_tasks"] = max(0.0, self.reserved_core_s - self.used_core_s - sum(out.values()))
+        return out
 
 
 def parse_events(lines: Iterable[str]) -> AppUsage:
@@ -78,6 +102,10 @@ def parse_events(lines: Iterable[str]) -> AppUsage:
             if launch and finish:
                 app.used_core_s += (finish - launch) / 1000 * app.task_cpus
                 app.tasks += 1
+                executor = info.get("Executor ID")
+                if executor is not None:
+                    first, last = app.task_spans.get(str(executor), (launch / 1000, finish / 1000))
+                    app.task_spans[str(executor)] = (min(first, launch / 1000), max(last, finish / 1000))
     return app
 
 
@@ -87,3 +115,33 @@ def read_apps(folder: Path) -> list[AppUsage]:
 
     entries = sorted(folder.iterdir()) if folder.is_dir() else []
     return [parse_events(_lines(_event_files(e))) for e in entries if not e.name.endswith(".inprogress")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.shared_cluster.events FOLDER``: a policy's event logs' reserved, used and idle core-seconds.
+
+    The harness keeps each policy's event logs in its work folder (``events-<policy>``).
+    """
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    apps = [a for a in read_apps(Path(args[0])) if a.end is not None]
+    idle: dict[str, float] = {}
+    for app in apps:
+        for part, seconds in app.idle_core_s.items():
+            idle[part] = idle.get(part, 0.0) + seconds
+    totals = {
+        "applications": len(apps),
+        "reserved_core_s": round(sum(a.reserved_core_s for a in apps)),
+        "used_core_s": round(sum(a.used_core_s for a in apps)),
+        "idle_core_s": {part: round(seconds) for part, seconds in idle.items()},
+    }
+    print(json.dumps(totals, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

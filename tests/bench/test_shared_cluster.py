@@ -18,8 +18,10 @@ def _event(kind: str, t: float, **fields: Any) -> str:
     return json.dumps({"Event": f"SparkListener{kind}", "Timestamp": int(t * 1000), **fields})
 
 
-def _task(launch: float, finish: float) -> str:
-    info = {"Launch Time": int(launch * 1000), "Finish Time": int(finish * 1000)}
+def _task(launch: float, finish: float, executor: str | None = None) -> str:
+    info: dict[str, Any] = {"Launch Time": int(launch * 1000), "Finish Time": int(finish * 1000)}
+    if executor is not None:
+        info["Executor ID"] = executor
     return json.dumps({"Event": "SparkListenerTaskEnd", "Task Info": info})
 
 
@@ -52,6 +54,26 @@ def test_core_seconds_and_queueing_from_an_event_log(task_cpus: int, reserved: f
     assert app.reserved_core_s == pytest.approx(reserved)
     assert app.used_core_s == pytest.approx(used)
     assert app.queued_s == pytest.approx(3.0)
+
+
+def test_idle_core_seconds_split_by_where_they_fall_in_each_executor_s_life() -> None:
+    # _app's executors, its tasks placed: 104-106 on executor 1 (2 cores, 103-113), 105-109 on executor 2
+    # (1 core, 105-120); a third (1 core, 110-118) runs nothing. By hand: before the first task (104 - 103) x 2
+    # + 0 = 2; after the last (113 - 106) x 2 + (120 - 109) = 25; never used 8; reserved 20 + 15 + 8 = 43,
+    # used 6: between = 43 - 6 - 2 - 25 - 8 = 2 (executor 1's second core while its one task ran).
+    lines = [line for line in _app() if "TaskEnd" not in line]
+    lines[-1:-1] = [
+        _task(104, 106, "1"),
+        _task(105, 109, "2"),
+        _event("ExecutorAdded", 110, **{"Executor ID": "3", "Executor Info": {"Total Cores": 1}}),
+        _event("ExecutorRemoved", 118, **{"Executor ID": "3"}),
+    ]
+    app = parse_events(lines)
+    assert app.reserved_core_s == pytest.approx(43.0)
+    assert app.idle_core_s == pytest.approx(
+        {"never_used": 8.0, "before_first_task": 2.0, "after_last_task": 25.0, "between_tasks": 2.0}
+    )
+    assert measure([app], started=99.0, ended=130.0)["idle_core_s"] == pytest.approx(app.idle_core_s)
 
 
 def test_an_application_that_never_got_an_executor_reserved_nothing_and_has_no_queue_time() -> None:
