@@ -114,85 +114,33 @@ CLUSTER = ClusterProfile(total_cores=4, total_memory=8 * GiB, executor_cores=1, 
 RATIO = "spark.scheduler.minRegisteredResourcesRatio"
 
 
-# (host, extra, dynamic allocation, executors at the start, waits for all before the first tasks, text)
+# (host, connection extra, dynamic allocation, executors at the start, the first wave waits for all: the
+# ratio, the trace's text). A fixed count or executors_from="start" asks for every executor at the start, so
+# the first wave waits for all (FLIP-370); by default they come at the first job and nothing waits.
+START = f"up to 4, released when idle {LIFE}"
+FIRST_JOB = f"up to 4 from the first job, released when idle {LIFE}"
+SA = "spark://m:7077"
+ALL_AT_START = {"spark_conf": {f"{DA}initialExecutors": "4"}}
+LOWER_RATIO = {"executors_from": "start", "spark_conf": {RATIO: "0.5"}}
+
+
 @pytest.mark.parametrize(
     ("host", "extra", "expected_da", "initial", "ratio", "text"),
     [
+        pytest.param(SA, {}, "true", "0", None, FIRST_JOB, id="standalone"),
+        pytest.param("k8s://https://k:6443", {}, "true", "0", None, FIRST_JOB, id="kubernetes"),
+        pytest.param("yarn", {"min_slots": 2}, "true", "2", None, f"{FIRST_JOB}, 2 kept", id="yarn-minimum"),
+        pytest.param(SA, {"spark_conf": {f"{DA}enabled": "false"}}, "false", "0", "1.0", "", id="conf-turns-it-off"),
+        pytest.param(SA, {"executors_from": "start"}, "true", "4", "1.0", START, id="executors-from-start"),
+        pytest.param(SA, ALL_AT_START, "true", "4", "1.0", START, id="conf-starts-on-all"),
+        pytest.param(SA, LOWER_RATIO, "true", "4", "0.5", START, id="conf-ratio"),
         pytest.param(
-            "spark://m:7077",
-            {},
-            "true",
-            "0",
-            None,
-            f"up to 4 from the first job, released when idle {LIFE}",
-            id="standalone",
-        ),
-        pytest.param(
-            "k8s://https://k:6443",
-            {},
-            "true",
-            "0",
-            None,
-            f"up to 4 from the first job, released when idle {LIFE}",
-            id="kubernetes",
-        ),
-        pytest.param(
-            "yarn",
-            {"min_slots": 2},
-            "true",
-            "2",
-            None,
-            f"up to 4 from the first job, released when idle {LIFE}, 2 kept",
-            id="yarn-minimum",
-        ),
-        # A fixed count asks for every executor at the start: the first wave waits for all (FLIP-370).
-        pytest.param(
-            "spark://m:7077",
-            {"spark_conf": {f"{DA}enabled": "false"}},
-            "false",
-            "0",
-            "1.0",
-            "",
-            id="connection-turns-it-off",
-        ),
-        pytest.param(
-            "spark://m:7077",
-            {"executors_from": "start"},
-            "true",
-            "4",
-            "1.0",
-            f"up to 4, released when idle {LIFE}",
-            id="executors-from-start",
-        ),
-        pytest.param(
-            "spark://m:7077",
-            {"spark_conf": {f"{DA}initialExecutors": "4"}},
-            "true",
-            "4",
-            "1.0",
-            f"up to 4, released when idle {LIFE}",
-            id="connection-conf-starts-on-all",
-        ),
-        pytest.param(
-            "spark://m:7077",
-            {"executors_from": "start", "spark_conf": {RATIO: "0.5"}},
-            "true",
-            "4",
-            "0.5",
-            f"up to 4, released when idle {LIFE}",
-            id="connection-sets-the-ratio",
-        ),
-        pytest.param(
-            "spark://m:7077",
+            SA,
             {"spark_conf": {f"{DA}executorIdleTimeout": "1min", f"{DA}shuffleTracking.timeout": "60000"}},
-            "true",
-            "0",
-            None,
-            "up to 4 from the first job, released when idle 60 s",
-            id="connection-sets-the-timeouts",
+            "true", "0", None, "up to 4 from the first job, released when idle 60 s", id="conf-sets-the-timeouts",
         ),
     ],
-)
+)  # fmt: skip
 def test_the_application_conf_carries_it_and_the_connection_wins(
     host: str, extra: dict[str, Any], expected_da: str, initial: str, ratio: str | None, text: str
 ) -> None:
