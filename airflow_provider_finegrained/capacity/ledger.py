@@ -2,10 +2,9 @@
 
 Between the moment a region decides from the cluster's free capacity and the moment its application's
 first executor runs (a region asks for executors at its first job), the cluster still shows those
-resources free; a parallel region (another Airflow worker process
-on this machine, or on another machine sharing a POSIX filesystem) would count them again. Regions therefore
-decide and reserve under one exclusive lock, and subtract each other's pending reservations from what the
-cluster reports.
+resources free; a parallel region (another Airflow worker process on this machine, or on another machine
+sharing a POSIX filesystem) would count them again. Regions therefore decide and reserve under one
+exclusive lock, and subtract each other's pending reservations from what the cluster reports.
 
 Layout: ``folder/.lock`` (``flock``) and one ``*.json`` file per reservation, written atomically.
 """

@@ -49,7 +49,8 @@ cached); Spark applies the shorter of it and the shuffle timeout to an executor 
 Local mode has one JVM and no executors to give back; the warm pool sets its own dynamic allocation
 (``warm/server.py``). A connection's or a stage's ``spark_conf`` still wins (``region_job.application_conf``
 applies them after this), e.g. ``spark.dynamicAllocation.enabled=false`` for a fixed executor count.
-No Airflow imports."""
+No Airflow imports.
+"""
 
 from __future__ import annotations
 
