@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.compare.__main__ import tables_for
 from bench.kill_trials.standalone import Standalone, airflow_env, free_port
-from bench.shared_cluster.events import AppUsage, read_apps
+from bench.shared_cluster.events import AppUsage, idle_totals, read_apps
 from bench.shared_cluster.policies import (
     DYNAMIC_DAG_ID,
     PROVIDER_DAG_ID,
@@ -195,9 +195,6 @@ def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], lab
     }
 
 
-IDLE_PARTS = ("never_used", "before_first_task", "after_last_task", "between_tasks")
-
-
 def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str, Any]:
     """Makespan and core-seconds of the applications that started inside [started, ended]."""
     mine = [a for a in apps if a.start is not None and started <= a.start <= ended]
@@ -210,7 +207,7 @@ def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str,
         "queue_s": sum(queued),
         "queue_median_s": statistics.median(queued) if queued else None,
         "tasks": sum(a.tasks for a in mine),
-        "idle_core_s": {k: sum(a.idle_core_s[k] for a in mine) for k in IDLE_PARTS},
+        "idle_core_s": idle_totals(mine),
         # Per application, what the simulator's validation replays: when it started and ended, every
         # executor's add / remove time and cores, its tasks.
         "apps": [

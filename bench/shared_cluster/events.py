@@ -117,6 +117,15 @@ def read_apps(folder: Path) -> list[AppUsage]:
     return [parse_events(_lines(_event_files(e))) for e in entries if not e.name.endswith(".inprogress")]
 
 
+def idle_totals(apps: Iterable[AppUsage]) -> dict[str, float]:
+    """:attr:`AppUsage.idle_core_s` summed over ``apps``, part by part."""
+    totals: dict[str, float] = {}
+    for app in apps:
+        for part, seconds in app.idle_core_s.items():
+            totals[part] = totals.get(part, 0.0) + seconds
+    return totals
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.shared_cluster.events FOLDER``: a policy's event logs' reserved, used and idle core-seconds.
 
@@ -129,15 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         print(main.__doc__, file=sys.stderr)
         return 2
     apps = [a for a in read_apps(Path(args[0])) if a.end is not None]
-    idle: dict[str, float] = {}
-    for app in apps:
-        for part, seconds in app.idle_core_s.items():
-            idle[part] = idle.get(part, 0.0) + seconds
     totals = {
         "applications": len(apps),
         "reserved_core_s": round(sum(a.reserved_core_s for a in apps)),
         "used_core_s": round(sum(a.used_core_s for a in apps)),
-        "idle_core_s": {part: round(seconds) for part, seconds in idle.items()},
+        "idle_core_s": {part: round(seconds) for part, seconds in idle_totals(apps).items()},
     }
     print(json.dumps(totals, indent=1))
     return 0
