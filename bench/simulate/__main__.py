@@ -7,8 +7,9 @@ Commands:
   ``--measured`` if that file exists; write the results files.
 - ``shared-cluster``: only item 2's setup (prints JSON).
 - ``validate``: compare with item 2's measured file on the loopback model (item 2's 2 physical cores shared
-  by everything, Airflow's task starts; background load and executor warm-up fitted to one policy's
-  makespan and used core-seconds, the rest held out); prints JSON; exit status 1 when not within 20%.
+  by everything, Airflow's task starts; background load, executor warm-up and the driver's work per job
+  fitted to one policy's makespan, used and reserved core-seconds, the rest held out); prints JSON; exit
+  status 1 when not within 20%.
 - ``fit``: print the fitted cost model.
 """
 
@@ -157,9 +158,10 @@ def markdown(results: dict[str, Any]) -> str:
             f"by every task, JVM start and Airflow task process; application start {lb['app_cpu_s']:.1f} CPU s "
             f"(fitted, compare-runs.csv), executor start {lb['executor_cpu_s']:g} CPU s (assumed), Airflow task "
             f"{lb['airflow_task_cpu_s']:g} CPU s + {lb['scheduler_delay_s']:g} s scheduler delay (assumed). "
-            f"Fitted on {fit['policy']}'s {' and '.join(fit['figures'])} (so those are not validation): background "
+            f"Fitted on {fit['policy']}'s {', '.join(fit['figures'])} (so those are not validation): background "
             f"load {fit['background_load']:g} runnable threads, a fresh executor's first task "
-            f"{fit['executor_warmup_cpu_s']:g} CPU s. Every other figure is held out.",
+            f"{fit['executor_warmup_cpu_s']:g} CPU s, the driver's work per job {fit['driver_job_cpu_s']:g} CPU s. "
+            "Every other figure is held out.",
             "",
             "| policy | figure | measured | simulated | ratio | within 20% | unshared-cores model's ratio |",
             "|---|---|---:|---:|---:|---|---:|",

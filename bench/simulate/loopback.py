@@ -113,6 +113,8 @@ class LoopbackModel:
     """CPU seconds one executor JVM's start costs (assumed)."""
     executor_warmup_cpu_s: float = 1.0
     """CPU seconds a fresh executor JVM's first task adds (class loading, JIT); fitted on item 2's run."""
+    driver_job_cpu_s: float = 0.0
+    """CPU seconds of the driver's work to submit each job (a phase); fitted on item 2's run."""
     airflow_task_cpu_s: float = 3.0
     """CPU seconds of one Airflow task process before it runs its work (assumed)."""
     scheduler_delay_s: float = 2.0
@@ -128,6 +130,7 @@ class LoopbackModel:
             "background_load",
             "app_cpu_s",
             "executor_cpu_s",
+            "driver_job_cpu_s",
             "airflow_task_cpu_s",
             "scheduler_delay_s",
             "trigger_floor_s",

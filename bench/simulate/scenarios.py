@@ -33,7 +33,7 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import CostModel
 from bench.simulate.loopback import LoopbackModel
-from bench.simulate.sim import POLICIES, PolicySpec, simulate
+from bench.simulate.sim import POLICIES, RELEASING, PolicySpec, simulate
 from bench.simulate.workload import DagRun, WorkloadSpec, day_workload, tpch_run
 
 TOLERANCE = 0.20
@@ -91,21 +91,25 @@ class SharedClusterSetup:
         return [tpch_run(i, 0.0, scale) for i, scale in enumerate(self.scales)]
 
     def policy(self, name: str) -> PolicySpec:
-        return PolicySpec(
+        return release_policy(
             name,
             fixed_executors=self.max_executors,
             max_executors=self.max_executors,
             default_parallelism=self.default_parallelism,
-            idle_timeout_s=RELEASE_IDLE_TIMEOUT_S if name in RELEASING else 60.0,
         )
 
 
-RELEASING = ("provider+release", "provider+grow")
-"""The provider's variants whose region applications give back idle executors."""
 RELEASE_IDLE_TIMEOUT_S = 30.0
-"""provider+release's idle timeout: execution/executor_lifecycle.py's IDLE_TIMEOUT_S (30 s for
-executorIdleTimeout and shuffleTracking.timeout alike; an executor holding the running job's shuffle
-stays). bench/results/simulate.* were made with 15 s, its value before commit e8bd7b5."""
+"""The releasing provider variants' idle timeout: execution/executor_lifecycle.py's IDLE_TIMEOUT_S (30 s
+for executorIdleTimeout and shuffleTracking.timeout alike). bench/results/simulate.* made before the
+first-job model used 15 s for provider+release, its value before commit e8bd7b5."""
+
+
+def release_policy(name: str, idle_timeout_s: float = RELEASE_IDLE_TIMEOUT_S, **settings: Any) -> PolicySpec:
+    """A policy with the provider's release settings where it releases (one timeout for idle and shuffle)."""
+    if name in RELEASING:
+        settings |= {"idle_timeout_s": idle_timeout_s, "shuffle_timeout_s": idle_timeout_s}
+    return PolicySpec(name, **settings)
 
 
 def shared_cluster(
@@ -119,11 +123,13 @@ def shared_cluster(
     return {name: simulate(cluster, cost, setup.policy(name), runs, loopback) for name in policies}
 
 
-BACKGROUND_GRID = tuple(i / 2 for i in range(41))
-"""Background loads the fit tries: 0 to 20 runnable threads."""
-WARMUP_GRID = tuple(i / 2 for i in range(61))
-"""A fresh executor's first-task warm-ups the fit tries: 0 to 30 CPU seconds."""
-FIT_FIGURES = ("makespan_s", "used_core_s")
+BACKGROUND_GRID = tuple(i / 2 for i in range(31))
+"""Background loads the fit tries: 0 to 15 runnable threads."""
+WARMUP_GRID = tuple(float(i) for i in range(21))
+"""A fresh executor's first-task warm-ups the fit tries: 0 to 20 CPU seconds."""
+DRIVER_JOB_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+"""The driver's CPU seconds per job the fit tries."""
+FIT_FIGURES = ("makespan_s", "used_core_s", "reserved_core_s")
 """The figures of one measured policy the loopback fit matches (the others, and every other policy's, are held out)."""
 
 
@@ -135,25 +141,31 @@ def fit_loopback_to(
     policy: str = "dynamic",
     backgrounds: Sequence[float] = BACKGROUND_GRID,
     warmups: Sequence[float] = WARMUP_GRID,
+    driver_jobs: Sequence[float] = DRIVER_JOB_GRID,
 ) -> tuple[LoopbackModel, dict[str, Any]]:
-    """Background load and a fresh executor's first-task warm-up that best match one policy's makespan and used
-    core-seconds (least squares of log ratios over a grid). Neither is measured apart in item 2's files."""
-    best: tuple[float, float, float] | None = None
+    """Background load, a fresh executor's first-task warm-up and the driver's work per job that best match one
+    policy's makespan, used and reserved core-seconds (least squares of log ratios over a grid). None of the
+    three is measured apart in item 2's files."""
+    best: tuple[float, LoopbackModel] | None = None
     for background in backgrounds:
         for warmup in warmups:
-            model = replace(base, background_load=background, executor_warmup_cpu_s=warmup)
-            sim = simulate(setup.cluster(), cost, setup.policy(policy), setup.runs(), model)
-            error = sum(math.log(sim[SIMULATED_AS[f]] / float(measured[f])) ** 2 for f in FIT_FIGURES)
-            if best is None or error < best[0]:
-                best = (error, background, warmup)
+            for driver_job in driver_jobs:
+                model = replace(
+                    base, background_load=background, executor_warmup_cpu_s=warmup, driver_job_cpu_s=driver_job
+                )
+                sim = simulate(setup.cluster(), cost, setup.policy(policy), setup.runs(), model)
+                error = sum(math.log(sim[SIMULATED_AS[f]] / float(measured[f])) ** 2 for f in FIT_FIGURES)
+                if best is None or error < best[0]:
+                    best = (error, model)
     assert best is not None
-    fitted = replace(base, background_load=best[1], executor_warmup_cpu_s=best[2])
+    error, fitted = best
     return fitted, {
         "policy": policy,
         "figures": list(FIT_FIGURES),
-        "background_load": best[1],
-        "executor_warmup_cpu_s": best[2],
-        "rms_log_error": round(math.sqrt(best[0] / len(FIT_FIGURES)), 4),
+        "background_load": fitted.background_load,
+        "executor_warmup_cpu_s": fitted.executor_warmup_cpu_s,
+        "driver_job_cpu_s": fitted.driver_job_cpu_s,
+        "rms_log_error": round(math.sqrt(error / len(FIT_FIGURES)), 4),
     }
 
 
@@ -166,9 +178,9 @@ def validate(
 ) -> dict[str, Any]:
     """Simulate the measured file's setup and compare: simulated / measured for every figure and policy.
 
-    With ``loopback``, the simulation runs on item 2's shared physical cores, with the background load and
-    executor warm-up fitted to ``fit_on``'s makespan and used core-seconds first: those two figures are
-    marked fitted, every other one is held out. Validated means every figure within 20%.
+    With ``loopback``, the simulation runs on item 2's shared physical cores, with the background load, the
+    executor warm-up and the driver's work per job fitted to ``fit_on``'s :data:`FIT_FIGURES` first: those are
+    marked fitted, every other figure is held out. Validated means every figure within 20%.
     """
     try:
         measured = json.loads(measured_path.read_text())
@@ -267,10 +279,7 @@ def scale_scenario(
 ) -> dict[str, Any]:
     """One workload on one cluster under each policy."""
     runs = day_workload(workload, seed)
-    specs = {
-        name: PolicySpec(name, idle_timeout_s=release_idle_timeout_s) if name in RELEASING else PolicySpec(name)
-        for name in policies
-    }
+    specs = {name: release_policy(name, release_idle_timeout_s) for name in policies}
     results = {name: simulate(cluster, cost, spec, runs) for name, spec in specs.items()}
     return {
         "workload": workload.__dict__ | {"generated_stages": list(workload.generated_stages)},
@@ -284,7 +293,7 @@ def scale_scenario(
 def ratios(results: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """The provider against each other policy: throughput (higher is better) and reserved core-seconds."""
     out: dict[str, float] = {}
-    for mine in ("provider", *RELEASING):
+    for mine in (p for p in POLICIES if p.startswith("provider")):
         provider = results.get(mine)
         if not provider:
             continue

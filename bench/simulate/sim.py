@@ -7,17 +7,23 @@ Policies (docs/simulation.md):
 - ``dynamic``: the same applications with dynamic allocation: executors asked for after a backlog of
   ``backlog_timeout_s``, doubling each further second, idle ones (holding no shuffle data) removed
   after ``idle_timeout_s``.
-- ``provider``: every region is one application sized by the real planner (``decide_region``: parallelism
-  from the bytes consumed, ``size_region``) and admitted by ``decide_capacity`` against the free
-  executors; its executors are released when the region ends.
-- ``provider+release``: the provider's decisions, and the region's application gives back executors it
-  no longer uses: dynamic allocation bounded by the decision (initial = max = the executors admitted,
-  min 0), an executor idle for ``idle_timeout_s`` released unless it holds shuffle data the stage in
-  progress still reads (shuffle tracking; ``shuffle_timeout_s`` releases those too), asked for again
-  (up to the admitted count) when a later stage's backlog needs it.
-- ``provider+grow``: as ``provider+release``, but the bound is the executors the region REQUESTED
-  (initial = admitted, max = planned): a region admitted smaller asks for the rest as executors free up
-  (a change to the provider's decisions this simulator proposes, not what it does).
+- ``provider``: the provider as it runs a region on a cluster (``execution/executor_lifecycle.py``): one
+  application per region, sized by the real planner (``decide_region``: parallelism from the bytes
+  consumed, ``size_region``) and admitted by ``decide_capacity`` against the free executors; the
+  capacity ledger keeps the admitted places until the application's first executor is added; executors
+  are asked for at the first job (dynamic allocation from 0, the backlog ramp, bounded by the admitted
+  count) and released after ``idle_timeout_s`` idle (shuffle tracking's timeout the same).
+- ``provider+start``: as ``provider``, with every admitted executor asked for when the application
+  registers (the connection's ``executors_from="start"``).
+- ``provider+held``: the admitted executors held from registration to the region's end (dynamic
+  allocation off: a connection's ``spark.dynamicAllocation.enabled=false``, and the provider before
+  ``executor_lifecycle``).
+- ``provider+grow``: as ``provider``, but the bound is the executors the region REQUESTED: a region
+  admitted smaller asks for the rest as executors free up (a change to the provider's decisions this
+  simulator proposes, not what it does).
+
+Every application runs Spark's schema job before it reads a parquet input (one task per ``read``, what
+``spark.read.parquet`` without a schema costs), then each stage's scan and shuffle phases.
 
 With a :class:`~bench.simulate.loopback.LoopbackModel`, every start, executor start and task is CPU work
 on a few shared physical cores (item 2's loopback cluster) and each DAG task pays Airflow's delay and
@@ -54,7 +60,11 @@ from bench.simulate.loopback import LoopbackModel, SharedCPU
 from bench.simulate.workload import DagRun
 
 MiB = 2**20
-POLICIES = ("fixed", "dynamic", "provider", "provider+release", "provider+grow")
+POLICIES = ("fixed", "dynamic", "provider", "provider+start", "provider+held", "provider+grow")
+RELEASING = ("provider", "provider+start", "provider+grow")
+"""The provider's variants whose region applications give back idle executors (dynamic allocation)."""
+FOOTER_BYTES = 64 * 2**10
+"""What a schema job's one task reads: a parquet footer."""
 FILE_BYTES = 128 * MiB
 """External tables are stored as parquet files of at most this size."""
 
@@ -76,8 +86,8 @@ class PolicySpec:
     """The provider's ParallelismConfig default."""
     avg_bytes_per_task: int = 64 * MiB
     shuffle_timeout_s: float | None = None
-    """provider+release: an idle executor holding shuffle data is released after this (None: Spark's
-    default, kept while the application runs)."""
+    """The releasing provider variants: an idle executor holding shuffle data is released after this (None:
+    Spark's default, kept while the application runs)."""
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
@@ -215,6 +225,7 @@ class _App:
         "cold",
         "done",
         "granted",
+        "held",
         "mark",
         "pending",
         "phase",
@@ -241,6 +252,7 @@ class _App:
         self.pending = phases[0].tasks
         self.running = 0
         self.granted = 0  # executors granted (starting or ready), not yet released
+        self.held = 0  # places the capacity ledger keeps for it until its first executor is added
         self.ready = 0
         self.done = False
         self.target = 0  # dynamic allocation's executor target
@@ -274,7 +286,8 @@ class Simulation:
         self.runs = runs
         self.loop = EventLoop()
         self.provider = policy.name.startswith("provider")
-        self.release = policy.name in ("provider+release", "provider+grow")
+        self.release = policy.name in RELEASING
+        self.at_first_job = policy.name in ("provider", "provider+grow")
         self.grow = policy.name == "provider+grow"
         self.scales_executors = policy.name == "dynamic" or self.release
         self.loopback = loopback
@@ -282,6 +295,9 @@ class Simulation:
         # A fresh executor JVM's first task (class loading, JIT): the cost model's figure was fitted in
         # local mode, where the driver's JVM had warmed up already; a standalone executor is its own JVM.
         self.warmup_s = loopback.executor_warmup_cpu_s if loopback else cost.warmup_s
+        # The driver's work to submit each job (planning, AQE, a Python round trip): measured apart only
+        # on the loaded loopback machine, where it shows as gaps between an application's jobs.
+        self.driver_job_s = loopback.driver_job_cpu_s if loopback else 0.0
         self.cluster = Cluster(cluster, self._granted)
         self.metrics = Metrics(policy.name, cluster.total_cores, cluster.executor_cores)
         self.spe = cluster.executor_cores  # one core per task
@@ -416,7 +432,9 @@ class Simulation:
         app.registered = self.loop.now
         self._account(app)
         app.blocked = True
-        if self.provider:
+        if self.at_first_job:
+            app.held = app.want  # asked for at the first job (_backlog), from these places first
+        elif self.provider:
             app.target = app.want  # initial = max = what the capacity decision admitted
             self._granted(app, app.want)  # places held since the capacity decision
         elif self.policy.name == "fixed":
@@ -426,9 +444,8 @@ class Simulation:
     def _driver_started(self, app: _App) -> None:
         self._account(app)
         app.blocked = False
-        if self.policy.name == "dynamic":
-            self._backlog(app)  # dynamic allocation asks once the first job's tasks are pending
         self._driver_work(app)
+        self._job_submitted(app)
         self._fill(app)
 
     def _default_phases(self, state: _Run, stage: str) -> list[Phase]:
@@ -436,12 +453,14 @@ class Simulation:
         p = self.policy
         read = state.inputs[stage]
         split = min(128 * MiB, max(4 * MiB, read / p.default_parallelism))
-        scan = _scan_tasks(self._file_inputs(state, stage, set()), split)
+        files = self._file_inputs(state, stage, set())
+        scan = _scan_tasks(files, split)
         shuffled = read * SHUFFLE_FRACTION
         target = min(p.advisory_partition_bytes, max(1 * MiB, shuffled / p.default_parallelism))
         reduce = min(p.shuffle_partitions, max(1, math.ceil(shuffled / target)))
         share = self.spec.task_memory()
         return [
+            *self._schema_phases(len(files), share),
             Phase(scan, self.cost.task_seconds(read / scan, share), driver_s=self.cost.driver_stage_s),
             Phase(reduce, self.cost.task_seconds(shuffled / reduce, share), reads_shuffle=True),
         ]
@@ -453,7 +472,7 @@ class Simulation:
         planned = self._region_plan(state, region)
         state.ran_with.update(planned.ran_with)
         # Places neither granted nor held for an admitted region; executors other applications already
-        # asked for (provider+release asking again) come first.
+        # asked for (a releasing variant asking again) come first.
         free = self.cluster.free if self.cluster.waiting == 0 else 0
         workers = [
             WorkerCapacity(
@@ -528,7 +547,6 @@ class Simulation:
         phases: list[Phase] = []
         inside = set(members)
         for name in members:
-            first = len(phases)
             stage = sizing.stages[name]
             read = state.inputs[name]
             in_memory = sum(
@@ -538,8 +556,11 @@ class Simulation:
             )
             share = stage.per_task_memory
             files = read - in_memory
+            file_inputs = self._file_inputs(state, name, inside)
+            phases.extend(self._schema_phases(len(file_inputs), share))
+            first = len(phases)
             if files > 0:
-                scan = _scan_tasks(self._file_inputs(state, name, inside), stage.max_partition_bytes)
+                scan = _scan_tasks(file_inputs, stage.max_partition_bytes)
                 phases.append(Phase(scan, self.cost.task_seconds(files / scan, share)))
             # The provider runs AQE as an in-query correction: shuffle partitions coalesce towards the
             # planned bytes per task (parallelismFirst off), never above the decided parallelism.
@@ -552,6 +573,10 @@ class Simulation:
         self.metrics.planner_calls += 1
         self.metrics.planner_s += time.perf_counter() - started
         return planned
+
+    def _schema_phases(self, reads: int, share: float) -> list[Phase]:
+        """Spark's schema job per parquet input read without a schema: one task reading a footer."""
+        return [Phase(1, self.cost.task_seconds(FOOTER_BYTES, share))] * reads
 
     def _file_inputs(self, state: _Run, stage: str, region: set[str]) -> list[float]:
         """Bytes of each input a stage scans from files: its tables and its upstreams' outputs (not those
@@ -622,6 +647,7 @@ class Simulation:
         if app.registered >= 0:
             self.metrics.app_queue_sum_s += self.loop.now - app.registered
             app.registered = -1.0
+            self._drop_hold(app)
         if app.done:
             self._release(app, executors)
             return
@@ -643,7 +669,7 @@ class Simulation:
 
     def _driver_work(self, app: _App) -> None:
         """The phase starting now waits for the driver's work on it, if any (executors stay held)."""
-        seconds = app.phases[app.phase].driver_s
+        seconds = app.phases[app.phase].driver_s + self.driver_job_s
         if seconds <= 0:
             return
         self._account(app)
@@ -656,6 +682,7 @@ class Simulation:
     def _driver_done(self, app: _App) -> None:
         self._account(app)
         app.blocked = False
+        self._job_submitted(app)
         self._fill(app)
         self._maybe_idle(app)
 
@@ -703,8 +730,7 @@ class Simulation:
             app.shuffle_holders = min(app.ready, math.ceil(maps / self.spe)) if phase.reads_shuffle else 0
             app.pending = phase.tasks
             self._driver_work(app)
-            if self.scales_executors:
-                self._backlog(app)
+            self._job_submitted(app)
         self._fill(app)
         self._maybe_idle(app)
 
@@ -713,6 +739,7 @@ class Simulation:
         if app.record is not None:
             app.record[4] = round(self.loop.now, 1)
         self.cluster.cancel(app)
+        self._drop_hold(app)
         self._account(app)
         if app.ready:
             ready, app.ready = app.ready, 0
@@ -720,6 +747,27 @@ class Simulation:
         self._unit_done(app.run, app.stages)
 
     # --- dynamic allocation ----------------------------------------------------------------------------
+
+    def _job_submitted(self, app: _App) -> None:
+        """Dynamic allocation sees a phase's tasks once its driver work is done (the job is submitted)."""
+        if self.scales_executors and not app.blocked:
+            self._backlog(app)
+
+    def _ask(self, app: _App, executors: int) -> None:
+        """Ask the cluster for executors; places the ledger kept for the application go first."""
+        kept = min(executors, app.held)
+        app.held -= kept
+        if kept:
+            self._granted(app, kept)
+        self.cluster.request(app, executors - kept)
+
+    def _drop_hold(self, app: _App) -> None:
+        """The ledger forgets the application's reservation (its first executor is added, or it ended)."""
+        if app.held:
+            held, app.held = app.held, 0
+            self.cluster.release(held)
+            if self.waiting_regions:
+                self._retry_waiting()
 
     def _needed(self, app: _App) -> int:
         needed = math.ceil((app.pending + app.running) / self.spe)
@@ -752,7 +800,7 @@ class Simulation:
             add = min(app.step, needed - app.target)
             app.target += add
             app.step *= 2
-            self.cluster.request(app, add)
+            self._ask(app, add)
             app.ticking = True
             self.loop.after(self.policy.backlog_timeout_s, self._tick, app)  # the sustained backlog timeout
 

@@ -26,6 +26,7 @@ MiB = 2**20
 GiB = 2**30
 # Round numbers for hand-working: 1 s per task, 4 MiB/s per core, no warm-up, no spill at these sizes.
 HAND = CostModel(task_overhead_s=1.0, bytes_per_s=4 * MiB, app_start_s=10.0, executor_start_s=2.0, warmup_s=0.0)
+SCHEMA = 1 + 1 / 64  # Spark's schema job before a parquet read: one task over a 64 KiB footer at 4 MiB/s
 
 
 def one_stage_run(table_bytes: float, run_id: int = 0, arrival: float = 0.0) -> DagRun:
@@ -86,11 +87,12 @@ def test_fit_from_the_measured_runs_has_positive_parameters_and_reports_its_erro
 @pytest.mark.parametrize(
     ("executors", "finish", "reserved"),
     [
-        # 8 MiB, default parallelism 2: 2 scan tasks of 4 MiB (2 s each), then the shuffle's 8 MiB x 0.26
-        # coalesced by AQE into 2 tasks of 1.04 MiB (1.26 s each). App registered at 10, executors up at 12.
-        (2, 12 + 2 + (1 + 4 * SHUFFLE_FRACTION / 4), 2 * (14 + (1 + SHUFFLE_FRACTION) - 10)),
+        # 8 MiB, default parallelism 2: the schema job's one task, 2 scan tasks of 4 MiB (2 s each), then the
+        # shuffle's 8 MiB x 0.26 coalesced by AQE into 2 tasks of 1.04 MiB (1.26 s each). App registered at 10,
+        # executors up at 12.
+        (2, 12 + SCHEMA + 2 + (1 + SHUFFLE_FRACTION), 2 * (14 + SCHEMA + (1 + SHUFFLE_FRACTION) - 10)),
         # One executor runs them one after another.
-        (1, 12 + 4 + 2 * (1 + SHUFFLE_FRACTION), 1 * (16 + 2 * (1 + SHUFFLE_FRACTION) - 10)),
+        (1, 12 + SCHEMA + 4 + 2 * (1 + SHUFFLE_FRACTION), 1 * (16 + SCHEMA + 2 * (1 + SHUFFLE_FRACTION) - 10)),
     ],
 )
 def test_fixed_policy_on_one_node_by_hand(executors: int, finish: float, reserved: float) -> None:
@@ -104,19 +106,21 @@ def test_fixed_policy_on_one_node_by_hand(executors: int, finish: float, reserve
     # As an event log counts them: from each executor's registration (2 s after its grant).
     assert result["added_core_s"] == pytest.approx(reserved - 2.0 * executors, abs=0.1)
     assert result["app_queue_sum_s"] == pytest.approx(2.0)
-    assert result["used_core_s"] == pytest.approx(2 * 2.0 + 2 * (1 + SHUFFLE_FRACTION), abs=0.1)
-    assert result["tasks"] == 4 and result["applications"] == 1
-    # Reserved, split by what the executors did: starting, running tasks, idle.
+    assert result["used_core_s"] == pytest.approx(SCHEMA + 2 * 2.0 + 2 * (1 + SHUFFLE_FRACTION), abs=0.1)
+    assert result["tasks"] == 5 and result["applications"] == 1
+    # Reserved, split by what the executors did: starting, running tasks, idle (the second executor while
+    # the schema job's one task runs).
     parts = result["reserved_breakdown_core_s"]
     assert sum(parts.values()) == pytest.approx(result["reserved_core_s"], abs=0.1)
     assert parts["starting"] == pytest.approx(2.0 * executors) and parts["idle_driver"] == 0
+    assert parts["idle_no_task"] == pytest.approx((executors - 1) * SCHEMA, abs=0.1)
 
 
 def test_second_run_queues_for_the_only_executor_place() -> None:
     cluster = ClusterSpec(1, 1, 8 * GiB, 1, 1 * GiB)  # one executor place in all
     runs = [one_stage_run(8 * MiB, 0), one_stage_run(8 * MiB, 1)]
     result = simulate(cluster, HAND, PolicySpec("fixed", fixed_executors=1, default_parallelism=2), runs)
-    one = 2 + 4 + 2 * (1 + SHUFFLE_FRACTION)  # executor start + the run's four tasks
+    one = 2 + SCHEMA + 4 + 2 * (1 + SHUFFLE_FRACTION)  # executor start + the run's five tasks
     # Run 0 holds the place from 10 to 10 + one; run 1 registered at 10 too and gets it then.
     assert result["queue_s"]["p95"] == pytest.approx(10 + one, abs=1e-3)
     assert result["makespan_s"] == pytest.approx(10 + 2 * one, abs=1e-3)
@@ -135,8 +139,12 @@ def test_dynamic_allocation_asks_after_the_backlog_timeout_and_doubles() -> None
 
     sim.cluster._grant = record
     result = sim.run().summary()
-    # 16 scan tasks of 4 MiB: one executor at 11 s, then 2, 4, 8 each further second while the backlog lasts.
-    assert grants[:4] == [(11.0, 1), (12.0, 2), (13.0, 4), (14.0, 8)]
+    # The schema job's one task: one executor asked at 11 s, up at 13, the task done at 13 + SCHEMA. Then 16
+    # scan tasks of 4 MiB: the backlog asks for 1 after a second, then 2, 4, 8 each further second.
+    scan = 13 + SCHEMA
+    assert grants[:4] == [(11.0, 1), (scan + 1, 1), (scan + 2, 2), (scan + 3, 4)]
+    # By scan + 4, tasks that ended leave 6 to ask for, not 8.
+    assert grants[4] == (scan + 4, 6)
     assert result["queue_s"]["mean"] == pytest.approx(11.0)
 
 
@@ -151,6 +159,43 @@ def test_provider_policy_runs_the_real_planner() -> None:
     # The shuffle (1 GiB x 0.26) coalesces under AQE towards 64 MiB per task: 5 of the 16 partitions.
     assert planned.phases[-1].tasks == math.ceil(GiB * SHUFFLE_FRACTION / (64 * MiB))
     assert result["capacity_outcomes"] == {"as_requested": 1} and result["planner_calls"] == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "grants", "queue"),
+    [
+        # At the first job: the schema job's task waits a second (the backlog timeout), one executor is asked
+        # for at 11 and up at 13; the scan's 16 tasks then ask for 1 and 2 more, up to the 4 admitted.
+        ("provider", [(11.0, 1), (13 + SCHEMA + 1, 1), (13 + SCHEMA + 2, 2)], 3.0),
+        # executors_from="start": all 4 when the application registers (10), up at 12.
+        ("provider+start", [(10.0, 4)], 2.0),
+    ],
+)
+def test_provider_asks_for_executors_at_the_first_job_and_the_ledger_holds_its_places_until_then(
+    policy: str, grants: list[tuple[float, int]], queue: float
+) -> None:
+    cluster = ClusterSpec(1, 16, 64 * GiB, 4, 14 * GiB)  # 4 executor places; the 1 GiB region plans 4 executors
+    sim = Simulation(cluster, HAND, PolicySpec(policy), [one_stage_run(1 * GiB)])
+    seen: list[tuple[float, int]] = []
+    granted = sim._granted
+
+    def record(owner: object, executors: int) -> None:
+        seen.append((sim.loop.now, executors))
+        granted(owner, executors)
+
+    sim._granted = sim.cluster._grant = record  # type: ignore[method-assign]  # kept places, then the cluster's
+    free: dict[float, int] = {}
+    for at in (12.0, 13.5):
+        sim.loop.at(at, lambda at=at: free.setdefault(at, sim.cluster.free))
+    result = sim.run().summary()
+    assert seen == [(pytest.approx(t), n) for t, n in grants]
+    assert result["app_queue_sum_s"] == pytest.approx(queue)
+    if policy == "provider":
+        # Before its first executor, the ledger keeps all 4 places; once it is added, the 3 not yet asked for are
+        # free for other regions (and for its own ramp).
+        assert free == {12.0: 0, 13.5: 3}
+    else:
+        assert free == {12.0: 0, 13.5: 0}
 
 
 def test_provider_waits_for_capacity_and_runs_smaller_when_part_is_free() -> None:
@@ -237,7 +282,9 @@ def test_command_writes_unvalidated_results(tmp_path: Path, capsys: pytest.Captu
     assert main([*args, "--out", str(tmp_path), "--measured", str(tmp_path / "none.json")]) == 0
     results = json.loads((tmp_path / "simulate.json").read_text())
     assert results["validated"] is False and results["status"].startswith("NOT YET VALIDATED")
-    assert set(results["day"]["policies"]) == {"fixed", "dynamic", "provider", "provider+release", "provider+grow"}
+    assert set(results["day"]["policies"]) == {
+        "fixed", "dynamic", "provider", "provider+start", "provider+held", "provider+grow"
+    }  # fmt: skip
     assert results["day"]["policies"]["provider"]["runs"] == 12
     assert "NOT YET VALIDATED" in (tmp_path / "simulate.md").read_text()
     assert "throughput_provider_over_fixed" in results["saturated"]["ratios"]
@@ -316,9 +363,10 @@ def test_loopback_tasks_share_the_physical_cores_and_count_as_wall_time() -> Non
     policy = PolicySpec("fixed", fixed_executors=1, default_parallelism=2)
     result = simulate(cluster, HAND, policy, [one_stage_run(8 * MiB)], loopback)
     scan, reduce = 2.0, 1 + SHUFFLE_FRACTION  # CPU s per task (2 tasks each)
-    # 2 + 1 (Airflow) + 4 (application) + 1 (executor): tasks from 8; two at a time on one core take twice as long.
-    assert result["makespan_s"] == pytest.approx(8 + 2 * scan + 2 * reduce, abs=1e-3)
-    assert result["used_core_s"] == pytest.approx(2 * (2 * scan) + 2 * (2 * reduce), abs=0.05)  # (rounded)
+    # 2 + 1 (Airflow) + 4 (application) + 1 (executor): tasks from 8, the schema job's alone at full speed;
+    # two at a time on one core take twice as long.
+    assert result["makespan_s"] == pytest.approx(8 + SCHEMA + 2 * scan + 2 * reduce, abs=1e-3)
+    assert result["used_core_s"] == pytest.approx(SCHEMA + 2 * (2 * scan) + 2 * (2 * reduce), abs=0.05)  # (rounded)
     assert result["app_queue_sum_s"] == pytest.approx(1.0)
 
 
@@ -332,12 +380,15 @@ def two_stage_region_run() -> DagRun:
 def test_provider_release_gives_back_executors_its_narrow_stage_leaves_idle() -> None:
     cluster = ClusterSpec(10, 16, 64 * GiB, 4, 14 * GiB)
     run = [two_stage_region_run()]
-    held = simulate(cluster, HAND, PolicySpec("provider"), run)
-    released = simulate(cluster, HAND, PolicySpec("provider+release", idle_timeout_s=0.5), run)
+    held = simulate(cluster, HAND, PolicySpec("provider+held"), run)
+    # 1.2 s: longer than a's schema job (1.02 s, three executors idle meanwhile), shorter than b's task (1.67 s).
+    released = simulate(cluster, HAND, PolicySpec("provider+start", idle_timeout_s=1.2), run)
     assert held["applications"] == released["applications"] == 1
     assert released["makespan_s"] == pytest.approx(held["makespan_s"])
-    # b's one task needs one executor; those holding no shuffle data b reads go after 0.5 s idle.
-    assert released["reserved_core_s"] < held["reserved_core_s"] - 4
+    # b's one task runs on one of the two executors holding a's shuffle output (5 map tasks, 4 slots each); the
+    # other two hold none and go after 1.2 s idle, their 4 cores each for the rest of b's task.
+    b_task = 1 + 0.01 * GiB * SHUFFLE_FRACTION / (4 * MiB)
+    assert released["reserved_core_s"] == pytest.approx(held["reserved_core_s"] - 2 * 4 * (b_task - 1.2), abs=0.1)
     assert released["reserved_breakdown_core_s"]["idle_no_task"] < held["reserved_breakdown_core_s"]["idle_no_task"]
 
 
@@ -354,9 +405,9 @@ def test_provider_grow_asks_for_what_its_region_was_denied() -> None:
     assert [r[1:3] for r in grows.metrics.admissions[1]] == [[2, 1]]
 
 
-def test_validate_on_the_loopback_model_fits_two_figures_and_holds_out_the_rest(tmp_path: Path) -> None:
+def test_validate_on_the_loopback_model_fits_three_figures_and_holds_out_the_rest(tmp_path: Path) -> None:
     setup = SharedClusterSetup(scales=(0.01, 0.1))
-    truth = LoopbackModel(background_load=1.0, executor_warmup_cpu_s=2.0)
+    truth = LoopbackModel(background_load=1.0, executor_warmup_cpu_s=2.0, driver_job_cpu_s=0.5)
     simulated = shared_cluster(setup, HAND, ["dynamic", "provider"], truth)
     measured = {
         "setup": {"scales": [0.01, 0.1]},
@@ -368,11 +419,13 @@ def test_validate_on_the_loopback_model_fits_two_figures_and_holds_out_the_rest(
     }  # fmt: skip
     path = tmp_path / "shared_cluster.json"
     path.write_text(json.dumps(measured))
-    grid = {"backgrounds": (0.0, 1.0, 3.0), "warmups": (0.0, 2.0, 6.0)}
+    grid = {"backgrounds": (0.0, 1.0, 3.0), "warmups": (0.0, 2.0, 6.0), "driver_jobs": (0.0, 0.5, 2.0)}
     outcome = validate(path, HAND, LoopbackModel(), grid=grid)
-    assert outcome["fit"]["background_load"] == 1.0 and outcome["fit"]["executor_warmup_cpu_s"] == 2.0
+    fit = outcome["fit"]
+    assert (fit["background_load"], fit["executor_warmup_cpu_s"], fit["driver_job_cpu_s"]) == (1.0, 2.0, 0.5)
     rows = outcome["comparison"]
-    assert rows["dynamic"]["makespan_s"]["fitted"] and not rows["dynamic"]["queue_s"]["fitted"]
-    assert rows["dynamic"]["reserved_core_s"]["ratio"] == pytest.approx(1.0)
+    assert rows["dynamic"]["reserved_core_s"]["fitted"] and not rows["dynamic"]["queue_s"]["fitted"]
+    assert rows["dynamic"]["queue_s"]["ratio"] == pytest.approx(1.0)
+    assert rows["provider"]["reserved_core_s"]["ratio"] == pytest.approx(1.0)
     assert rows["provider"]["queue_s"]["ratio"] == pytest.approx(1 / 1.5) and not rows["provider"]["queue_s"]["within"]
     assert outcome["validated"] is False and outcome["held_out_within"] is False
