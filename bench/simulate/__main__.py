@@ -56,6 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--executor-start-s", type=float, default=3.0)
     parser.add_argument("--measured", type=Path, default=default_measured())
     parser.add_argument("--release-idle-timeout-s", type=float, default=RELEASE_IDLE_TIMEOUT_S)
+    parser.add_argument(
+        "--simulate-as",
+        action="append",
+        default=[],
+        metavar="MEASURED=SIMULATED",
+        help="validate: simulate a measured policy as another (provider=provider+start for a run before 0610101)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
@@ -68,7 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     loopback = fit_loopback(RESULTS, cost.driver_stage_s)
     if args.command == "validate":
-        outcome = validate(args.measured, cost, loopback)
+        pairs = [item.split("=", 1) for item in args.simulate_as]
+        if any(len(pair) != 2 for pair in pairs):
+            parser.error(f"--simulate-as takes MEASURED=SIMULATED, got {args.simulate_as}")
+        outcome = validate(args.measured, cost, loopback, simulate_as=dict(pairs))
         print(json.dumps(outcome, indent=2))
         return 0 if outcome["validated"] else 1
 
@@ -156,7 +166,7 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             f"Measured file: `{v['measured_file']}`. Loopback model: {lb['physical_cores']:g} physical cores shared "
             f"by every task, JVM start and Airflow task process; application start {lb['app_cpu_s']:.1f} CPU s "
-            f"(fitted, compare-runs.csv), executor start {lb['executor_cpu_s']:g} CPU s (assumed), Airflow task "
+            f"(measured apart, app-start.json), executor start {lb['executor_cpu_s']:g} CPU s (assumed), Airflow task "
             f"{lb['airflow_task_cpu_s']:g} CPU s + {lb['scheduler_delay_s']:g} s scheduler delay (assumed). "
             f"Fitted on {fit['policy']}'s {', '.join(fit['figures'])} (so those are not validation): background "
             f"load {fit['background_load']:g} runnable threads, a fresh executor's first task "

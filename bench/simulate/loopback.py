@@ -10,13 +10,14 @@ and executors), every Airflow task process and the machine's other load share th
 :class:`LoopbackModel` holds what the simulation charges on such a machine (CPU seconds of an
 application's driver start, of an executor's start, of an Airflow task process, the scheduler's delay,
 the provider's capacity-trigger poll), and :func:`fit_loopback` takes the one that was measured apart
-(an application's start CPU) from ``compare-runs.csv``; the rest are stated assumptions.
+(an application's start CPU) from ``app-start.json``; the rest are stated assumptions or fitted.
 """
 
 from __future__ import annotations
 
 import csv
 import heapq
+import json
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -24,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.simulate.events import EventLoop
+
+APP_START_FILE = "app-start.json"
+"""Written by ``python -m bench.simulate.app_start``, in the results folder."""
 
 
 def ps_rate(cores: float, threads: float, background: float) -> float:
@@ -107,6 +111,9 @@ class LoopbackModel:
     """Runnable threads of other work on the machine (the load average not caused by the run itself)."""
     app_cpu_s: float = 38.0
     """CPU seconds an application's start costs (spark-submit, driver JVM, SparkContext, Python)."""
+    context_share: float | None = None
+    """Where, in an application's start, its SparkContext begins (the event log's ApplicationStart, from
+    which item 2 counts queueing): a share of ``app_cpu_s``; None: at its registration."""
     app_threads: float = 2.0
     """Threads that start runs on (its CPU seconds are spread over them)."""
     executor_cpu_s: float = 6.0
@@ -137,6 +144,8 @@ class LoopbackModel:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"loopback model {name} must be >= 0, got {getattr(self, name)!r}")
+        if self.context_share is not None and not 0 <= self.context_share <= 1:
+            raise ValueError(f"loopback model context_share must be in [0, 1], got {self.context_share!r}")
         for name in ("physical_cores", "app_threads", "trigger_poll_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"loopback model {name} must be > 0, got {getattr(self, name)!r}")
@@ -149,11 +158,22 @@ class LoopbackModel:
 
 
 def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -> LoopbackModel:
-    """The application start's CPU from compare-runs.csv (variant b: a cold application per stage, local[2]).
+    """The application start's CPU, measured apart: ``app-start.json`` (``python -m bench.simulate.app_start``).
 
-    (process CPU - task CPU) / applications, median over scales: what one application costs the machine
-    besides its tasks. Measured on the same 2-core machine, not in item 2's run (a held-out source).
+    What a trivial PySpark application costs the machine from launch to its first job and stop, on an idle
+    machine. Also recorded, not used: compare-runs.csv's (process CPU - task CPU) / applications of variant b
+    (a cold application per stage, local[2]) less the driver's per-stage work: an application's whole-life
+    overhead (its driver's work around every job as well as its start), which the loopback model charges
+    per job instead (``driver_job_cpu_s``, fitted). Charging all of it before the first job cannot be
+    right: item 2's dynamic run started 16 applications at once and they reached their first jobs within
+    about 150 s on 2 cores, where 16 x 36 CPU s would take 290 s at the least.
     """
+    try:
+        start = json.loads((results / APP_START_FILE).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no {results / APP_START_FILE}: python -m bench.simulate.app_start measures an application's start"
+        ) from None
     per_scale: dict[str, list[float]] = {}
     with (results / "compare-runs.csv").open() as handle:
         for row in csv.DictReader(handle):
@@ -163,15 +183,19 @@ def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -
                 per_scale.setdefault(row["scale"], []).append(
                     (float(row["process_cpu_s"]) - float(row["task_cpu_s"])) / apps - driver_stage_s
                 )
-    if not per_scale:
-        raise ValueError(f"{results / 'compare-runs.csv'} holds no variant (b) runs to fit an application's CPU")
-    medians = {s: statistics.median(v) for s, v in sorted(per_scale.items())}
+    medians = {s: round(statistics.median(v), 1) for s, v in sorted(per_scale.items())}
     fitted = {
-        "app_cpu_s": "median over scales of (process CPU - task CPU) / applications - the driver's per-stage"
-        " work, compare-runs.csv variant b",
-        "app_cpu_per_scale_s": {s: round(v, 1) for s, v in medians.items()},
+        "app_cpu_s": f"median CPU of a trivial application's launch, first job and stop ({APP_START_FILE}:"
+        f" {start['cpu_s']} CPU s, {start['median_wall_s']} s wall each, {start['master']})",
+        "context_share": f"median (ApplicationStart - launch) / (first job - launch), {APP_START_FILE}:"
+        f" {start['context_share']}",
+        "app_life_cpu_per_scale_s": medians,
         "assumed": ["app_threads", "executor_cpu_s", "airflow_task_cpu_s", "scheduler_delay_s"],
         "background_load": "not measured: item 2 recorded only the 1-minute load average at each policy's start",
     }
-    values: dict[str, Any] = {"app_cpu_s": round(statistics.median(medians.values()), 2), "fit": fitted}
+    values: dict[str, Any] = {
+        "app_cpu_s": round(float(start["median_cpu_s"]), 2),
+        "context_share": float(start["median_context_share"]),
+        "fit": fitted,
+    }
     return LoopbackModel(**(values | overrides))

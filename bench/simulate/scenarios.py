@@ -175,12 +175,15 @@ def validate(
     loopback: LoopbackModel | None = None,
     fit_on: str = "dynamic",
     grid: Mapping[str, Sequence[float]] | None = None,
+    simulate_as: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Simulate the measured file's setup and compare: simulated / measured for every figure and policy.
 
     With ``loopback``, the simulation runs on item 2's shared physical cores, with the background load, the
     executor warm-up and the driver's work per job fitted to ``fit_on``'s :data:`FIT_FIGURES` first: those are
-    marked fitted, every other figure is held out. Validated means every figure within 20%.
+    marked fitted, every other figure is held out. Validated means every figure within 20%. ``simulate_as``
+    maps a measured policy to the simulated one that ran as it did (a run of the provider at an older
+    commit: ``{"provider": "provider+start"}``).
     """
     try:
         measured = json.loads(measured_path.read_text())
@@ -206,11 +209,15 @@ def validate(
                 f"{measured_path}: the loopback fit needs policy {fit_on!r}; the file has {sorted(by_policy)}"
             )
         loopback, fit = fit_loopback_to(setup, cost, loopback, by_policy[fit_on], fit_on, **(grid or {}))
-    simulated = shared_cluster(setup, cost, [p for p in POLICIES if p in by_policy], loopback)
+    as_run = {p: (simulate_as or {}).get(p, p) for p in by_policy}
+    bad = {p: q for p, q in as_run.items() if q not in POLICIES}
+    if bad:
+        raise ValueError(f"simulate_as {bad}: a simulated policy must be one of {list(POLICIES)}")
+    simulated = shared_cluster(setup, cost, sorted(set(as_run.values()), key=POLICIES.index), loopback)
     comparison: dict[str, dict[str, Any]] = {}
     within = held_out_within = True
     for policy, figures in by_policy.items():
-        sim = simulated[policy]
+        sim = simulated[as_run[policy]]
         rows = {}
         for figure in VALIDATED_FIGURES:
             measured_value = float(figures[figure])
@@ -243,6 +250,7 @@ def validate(
         "tolerance": TOLERANCE,
         "loopback": loopback.to_dict() if loopback is not None else None,
         "fit": fit,
+        "simulated_as": as_run,
         "validated": within,
         "held_out_within": held_out_within,
         "comparison": comparison,

@@ -230,9 +230,9 @@ class _App:
         "pending",
         "phase",
         "phases",
+        "queued_at",
         "ready",
         "record",
-        "registered",
         "run",
         "running",
         "shuffle_holders",
@@ -261,7 +261,8 @@ class _App:
         self.activity = 0
         self.shuffle_holders = 0
         self.cold = 0  # ready executors that have not run a task yet
-        self.registered = -1.0  # when the application registered; -1 until then, and after its first executor
+        # When its SparkContext began (queueing counts from it); -1 before then, and after its first executor.
+        self.queued_at = -1.0
         self.blocked = False  # the driver works (a stage's planning): no task starts
         self.record: list[Any] | None = None  # provider: [region, requested, admitted, admitted at, ended at]
         self.mark = 0.0  # the last change of ready executors, running tasks or blocked (idle accounting)
@@ -298,6 +299,11 @@ class Simulation:
         # The driver's work to submit each job (planning, AQE, a Python round trip): measured apart only
         # on the loaded loopback machine, where it shows as gaps between an application's jobs.
         self.driver_job_s = loopback.driver_job_cpu_s if loopback else 0.0
+        # Where in an application's start its event log begins (ApplicationStart: the SparkContext's
+        # beginning), measured apart on the loopback machine; never after its registration.
+        registered = cost.app_registered_share
+        context = loopback.context_share if loopback else None
+        self.context_share = registered if context is None else min(context, registered)
         self.cluster = Cluster(cluster, self._granted)
         self.metrics = Metrics(policy.name, cluster.total_cores, cluster.executor_cores)
         self.spe = cluster.executor_cores  # one core per task
@@ -416,10 +422,15 @@ class Simulation:
         self._start_app(_App(state, stages, phases, self.policy.fixed_executors))
 
     def _start_app(self, app: _App) -> None:
-        """The application's start in two parts: to its registration (SparkContext up: a static
-        application's executors are launched now), then the driver's own start before its first job."""
+        """The application's start in three parts: to its SparkContext's beginning (an event log's
+        ApplicationStart), to its registration (a static application's executors are launched now), then the
+        driver's own start before its first job."""
         self.metrics.applications += 1
-        self._app_start_part(app, self.cost.app_registered_share, self._registered)
+        self._app_start_part(app, self.context_share, self._context_began)
+
+    def _context_began(self, app: _App) -> None:
+        app.queued_at = self.loop.now
+        self._app_start_part(app, self.cost.app_registered_share - self.context_share, self._registered)
 
     def _app_start_part(self, app: _App, share: float, callback: Any) -> None:
         if self.cpu is not None and self.loopback is not None:
@@ -429,7 +440,6 @@ class Simulation:
             self.loop.after(self.cost.app_start_s * share, callback, app)
 
     def _registered(self, app: _App) -> None:
-        app.registered = self.loop.now
         self._account(app)
         app.blocked = True
         if self.at_first_job:
@@ -644,9 +654,9 @@ class Simulation:
 
     def _executor_ready(self, app: _App, executors: int) -> None:
         self.metrics.added_core_s -= self.loop.now * executors * self.spec.executor_cores
-        if app.registered >= 0:
-            self.metrics.app_queue_sum_s += self.loop.now - app.registered
-            app.registered = -1.0
+        if app.queued_at >= 0:
+            self.metrics.app_queue_sum_s += self.loop.now - app.queued_at
+            app.queued_at = -1.0
             self._drop_hold(app)
         if app.done:
             self._release(app, executors)

@@ -13,6 +13,7 @@ import pytest
 
 from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
 from bench.simulate.__main__ import main
+from bench.simulate.app_start import context_share
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
 from bench.simulate.events import EventLoop
@@ -345,20 +346,40 @@ def test_shared_cpu_by_hand(background: float, b_ends: float, a_ends: float) -> 
     assert cpu.cpu_s == pytest.approx(4 * 2 + 2 * 2) and cpu.threads == 0
 
 
-def test_loopback_fit_takes_an_applications_cpu_from_the_measured_runs() -> None:
-    model = fit_loopback(REPO / "bench" / "results", driver_stage_s=1.5)
-    # (process CPU - task CPU) / applications of the cold variant (b), less the driver's per-stage work.
-    assert 25 < model.app_cpu_s < 50
-    assert set(model.fit["app_cpu_per_scale_s"]) == {"0.01", "0.1", "1"}
+def test_loopback_fit_takes_an_applications_start_from_its_measurement(tmp_path: Path) -> None:
+    (tmp_path / "app-start.json").write_text(
+        json.dumps({"cpu_s": [20.0, 22.0, 21.0], "median_cpu_s": 21.0, "median_wall_s": 13.4, "master": "local[1]",
+                    "context_share": [0.4, 0.42, 0.41], "median_context_share": 0.41})
+    )  # fmt: skip
+    (tmp_path / "compare-runs.csv").write_text(
+        "variant,ok,scale,applications,process_cpu_s,task_cpu_s\nb,True,0.1,8,400,100\nb,False,0.1,8,9999,0\n"
+    )
+    model = fit_loopback(tmp_path, driver_stage_s=1.5)
+    assert (model.app_cpu_s, model.context_share) == (21.0, 0.41)
+    # Recorded, not charged before the first job: (400 - 100) / 8 - 1.5, the failed run left out.
+    assert model.fit["app_life_cpu_per_scale_s"] == {"0.1": 36.0}
     assert "executor_cpu_s" in model.fit["assumed"]
+    with pytest.raises(FileNotFoundError, match=r"python -m bench\.simulate\.app_start"):
+        fit_loopback(tmp_path / "none")
+    # The measurement in the repository: a trivial application's start costs 15 to 30 CPU s here.
+    assert 15 < fit_loopback(REPO / "bench" / "results").app_cpu_s < 30
 
 
-def test_loopback_tasks_share_the_physical_cores_and_count_as_wall_time() -> None:
+@pytest.mark.parametrize(
+    ("context_share", "queue"),
+    [
+        (None, 1.0),  # queueing counted from registration (the end of the 4 s start): the executor's start
+        (0.5, 3.0),  # from the SparkContext's beginning, half-way through the start: 2 s of it, then 1
+    ],
+)
+def test_loopback_tasks_share_the_physical_cores_and_count_as_wall_time(
+    context_share: float | None, queue: float
+) -> None:
     # One node of 2 advertised cores on ONE physical core; Airflow: 2 s scheduler delay, 1 CPU s task start.
     cluster = ClusterSpec(1, 2, 8 * GiB, 2, 1 * GiB)
     loopback = LoopbackModel(
         physical_cores=1, app_cpu_s=4, app_threads=1, executor_cpu_s=1, executor_warmup_cpu_s=0,
-        airflow_task_cpu_s=1, scheduler_delay_s=2,
+        airflow_task_cpu_s=1, scheduler_delay_s=2, context_share=context_share,
     )  # fmt: skip
     policy = PolicySpec("fixed", fixed_executors=1, default_parallelism=2)
     result = simulate(cluster, HAND, policy, [one_stage_run(8 * MiB)], loopback)
@@ -367,7 +388,7 @@ def test_loopback_tasks_share_the_physical_cores_and_count_as_wall_time() -> Non
     # two at a time on one core take twice as long.
     assert result["makespan_s"] == pytest.approx(8 + SCHEMA + 2 * scan + 2 * reduce, abs=1e-3)
     assert result["used_core_s"] == pytest.approx(SCHEMA + 2 * (2 * scan) + 2 * (2 * reduce), abs=0.05)  # (rounded)
-    assert result["app_queue_sum_s"] == pytest.approx(1.0)
+    assert result["app_queue_sum_s"] == pytest.approx(queue)
 
 
 def two_stage_region_run() -> DagRun:
@@ -429,3 +450,37 @@ def test_validate_on_the_loopback_model_fits_three_figures_and_holds_out_the_res
     assert rows["provider"]["reserved_core_s"]["ratio"] == pytest.approx(1.0)
     assert rows["provider"]["queue_s"]["ratio"] == pytest.approx(1 / 1.5) and not rows["provider"]["queue_s"]["within"]
     assert outcome["validated"] is False and outcome["held_out_within"] is False
+
+
+def test_validate_simulates_a_measured_policy_as_it_ran(tmp_path: Path) -> None:
+    setup = SharedClusterSetup(scales=(0.01, 0.1))
+    at_start = shared_cluster(setup, HAND, ["provider+start"])["provider+start"]
+    figures = {"makespan_s": at_start["makespan_s"], "reserved_core_s": at_start["added_core_s"],
+               "used_core_s": at_start["used_core_s"], "queue_s": at_start["app_queue_sum_s"]}  # fmt: skip
+    path = tmp_path / "shared_cluster.json"
+    path.write_text(json.dumps({"setup": {"scales": [0.01, 0.1]}, "policies": {"provider": figures}}))
+    # A provider run from before executors were asked for at the first job: simulated as provider+start.
+    outcome = validate(path, HAND, simulate_as={"provider": "provider+start"})
+    assert outcome["simulated_as"] == {"provider": "provider+start"}
+    assert all(row["ratio"] == pytest.approx(1.0) for row in outcome["comparison"]["provider"].values())
+    # As today's provider, the same figures differ (its executors come at the first job).
+    assert validate(path, HAND)["comparison"]["provider"]["queue_s"]["ratio"] != pytest.approx(1.0)
+    with pytest.raises(ValueError, match="simulated policy must be one of"):
+        validate(path, HAND, simulate_as={"provider": "provider+release"})
+
+
+def test_app_start_finds_where_the_event_log_begins(tmp_path: Path) -> None:
+    folder = tmp_path / "eventlog_v2_local-1"
+    folder.mkdir()
+    events = [
+        {"Event": "SparkListenerLogStart"},
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 104_000},
+        {"Event": "SparkListenerJobStart", "Submission Time": 110_000},
+        {"Event": "SparkListenerJobStart", "Submission Time": 120_000},
+    ]
+    (folder / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events))
+    (folder / "appstatus_local-1").write_text("")
+    # Launched at 100 s: the SparkContext began 4 s in, the first job 10 s in.
+    assert context_share(tmp_path, 100.0) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="no application start or job after the launch"):
+        context_share(tmp_path, 115.0)

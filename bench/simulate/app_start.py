@@ -1,0 +1,129 @@
+"""``python -m bench.simulate.app_start``: what one application's start costs the machine, measured apart.
+
+The loopback model charges every application's start (spark-submit, the driver JVM, SparkContext,
+Python) as CPU work on the shared cores before its first job. This measures it: a PySpark driver that
+creates its SparkSession, runs one trivial job and stops, launched with the provider's own spark-submit
+command, one at a time on an otherwise idle machine. CPU is the process tree's user + system seconds
+(every descendant its parent waited for: the JVM, the Python driver).
+
+    .venv/bin/python -m bench.simulate.app_start --repeats 5
+
+Also where, within that start, the event log's ApplicationStart falls (the SparkContext's beginning: item
+2 counts an application's queueing from it). Writes bench/results/app-start.json; ``loopback.fit_loopback``
+takes ``median_cpu_s`` and ``median_context_share`` from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.simulate.costs import RESULTS
+from bench.simulate.loopback import APP_START_FILE
+
+DRIVER = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+spark.range(10).count()
+spark.stop()
+"""
+
+
+def measure(repeats: int) -> dict[str, Any]:
+    """Launch the trivial driver ``repeats`` times; CPU and wall seconds of each launch."""
+    from airflow_provider_finegrained.spark.submit import (
+        SubmitRequest,
+        build_spark_submit_command,
+        without_connect_client,
+    )
+    from bench.compare.measure import run_measured
+
+    load = os.getloadavg()[0]
+    env = {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    runs = []
+    context_shares = []
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "trivial_app.py"
+        script.write_text(DRIVER)
+        for attempt in range(repeats):
+            logs = Path(folder) / f"events-{attempt}"
+            logs.mkdir()
+            request = SubmitRequest(
+                application=str(script),
+                master="local[1]",
+                name="bench-app-start",
+                conf={
+                    "spark.ui.showConsoleProgress": "false",
+                    "spark.eventLog.enabled": "true",
+                    "spark.eventLog.dir": logs.as_uri(),
+                    "spark.eventLog.compress": "false",
+                },
+            )
+            launched = time.time()
+            run = run_measured(build_spark_submit_command(request, None), env, timeout_s=600)
+            if run.returncode != 0:
+                raise RuntimeError(f"the trivial application failed ({run.returncode}): {run.output_tail}")
+            runs.append(run)
+            context_shares.append(round(context_share(logs, launched), 3))
+    cpu = [round(r.cpu_s, 2) for r in runs]
+    wall = [round(r.wall_s, 2) for r in runs]
+    return {
+        "command": "python -m bench.simulate.app_start " + " ".join(sys.argv[1:]),
+        "machine": f"{platform.node()} {platform.platform()}, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "driver": DRIVER.strip(),
+        "master": "local[1]",
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "median_cpu_s": statistics.median(cpu),
+        "median_wall_s": statistics.median(wall),
+        "context_share": context_shares,
+        "median_context_share": statistics.median(context_shares),
+        "load_average_at_start": load,
+    }
+
+
+def context_share(logs: Path, launched: float) -> float:
+    """Where the event log's start falls in an application's start: (ApplicationStart - launch) / (first job - launch).
+
+    ApplicationStart's timestamp is when the SparkContext began (item 2 counts queueing from it); the first
+    job's submission is when the start ends.
+    """
+    # Spark 4 writes a folder per application (eventlog_v2_*) holding events_<n>_* files and an appstatus marker.
+    files = sorted(p for p in logs.rglob("*") if p.is_file() and p.name.startswith(("events", "local-")))
+    context = job = None
+    for line in (line for f in files for line in f.read_text().splitlines()):
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerApplicationStart":
+            context = event["Timestamp"] / 1000
+        elif event["Event"] == "SparkListenerJobStart" and job is None:
+            job = event["Submission Time"] / 1000
+    if context is None or job is None or job <= launched:
+        raise ValueError(f"{logs}: no application start or job after the launch in {[f.name for f in files]}")
+    return (context - launched) / (job - launched)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate.app_start", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    result = measure(args.repeats)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / APP_START_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result[k] for k in ("cpu_s", "wall_s", "median_cpu_s", "median_context_share")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
