@@ -166,8 +166,8 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             f"Measured file: `{v['measured_file']}`. Loopback model: {lb['physical_cores']:g} physical cores shared "
             f"by every task, JVM start and Airflow task process; application start {lb['app_cpu_s']:.1f} CPU s "
-            f"(measured apart, app-start.json), executor start {lb['executor_cpu_s']:g} CPU s (assumed), Airflow task "
-            f"{lb['airflow_task_cpu_s']:g} CPU s + {lb['scheduler_delay_s']:g} s scheduler delay (assumed). "
+            f"and executor start {lb['executor_cpu_s']:g} CPU s (both measured apart, app-start.json), Airflow "
+            f"task {lb['airflow_task_cpu_s']:g} CPU s + {lb['scheduler_delay_s']:g} s scheduler delay (assumed). "
             f"Fitted on {fit['policy']}'s {', '.join(fit['figures'])} (so those are not validation): background "
             f"load {fit['background_load']:g} runnable threads, a fresh executor's first task "
             f"{fit['executor_warmup_cpu_s']:g} CPU s, the driver's work per job {fit['driver_job_cpu_s']:g} CPU s. "

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +92,66 @@ def measure(repeats: int) -> dict[str, Any]:
     }
 
 
+EXECUTOR_DRIVER = """
+import time
+import psutil
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+status = spark.sparkContext._jsc.sc()
+while status.getExecutorMemoryStatus().size() < 2:  # the driver's block manager and one executor's
+    time.sleep(0.05)
+backend = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+(executor,) = [p for p in psutil.process_iter(["cmdline"]) if backend in (p.info["cmdline"] or [])]
+times = executor.cpu_times()
+print("EXECUTOR", times.user + times.system, time.time() - executor.create_time(), flush=True)
+spark.stop()
+"""
+
+
+def measure_executor(repeats: int) -> dict[str, Any]:
+    """An executor's start on a one-worker standalone cluster on 127.0.0.1: its JVM's CPU from launch to
+    registration with the driver (the driver reads it when the executor appears), and the wall time."""
+    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+    from airflow_provider_finegrained.spark.submit import (
+        SubmitRequest,
+        build_spark_submit_command,
+        without_connect_client,
+    )
+
+    env = {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    cpu, wall = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "executor_start.py"
+        script.write_text(EXECUTOR_DRIVER)
+        cluster = start_local_cluster(
+            str(Path(folder) / "cluster"), workers=1, cores_per_worker=1, memory_per_worker="2g"
+        )
+        try:
+            request = SubmitRequest(
+                application=str(script),
+                master=cluster.master_url,
+                name="bench-executor-start",
+                conf={"spark.ui.showConsoleProgress": "false", "spark.executor.memory": "1g", "spark.cores.max": "1"},
+            )
+            for _ in range(repeats):
+                done = subprocess.run(
+                    build_spark_submit_command(request, None), env=env, capture_output=True, text=True, timeout=600
+                )
+                marks = [line.split() for line in done.stdout.splitlines() if line.startswith("EXECUTOR ")]
+                if done.returncode != 0 or not marks:
+                    raise RuntimeError(f"the executor-start driver failed ({done.returncode}): {done.stderr[-2000:]}")
+                cpu.append(round(float(marks[0][1]), 2))
+                wall.append(round(float(marks[0][2]), 2))
+        finally:
+            cluster.stop()
+    return {
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "median_cpu_s": statistics.median(cpu),
+        "median_wall_s": statistics.median(wall),
+    }
+
+
 def context_share(logs: Path, launched: float) -> float:
     """Where the event log's start falls in an application's start: (ApplicationStart - launch) / (first job - launch).
 
@@ -119,9 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     result = measure(args.repeats)
+    result["executor"] = measure_executor(args.repeats)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / APP_START_FILE).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("cpu_s", "wall_s", "median_cpu_s", "median_context_share")}))
+    print(json.dumps({k: result[k] for k in ("cpu_s", "wall_s", "median_cpu_s", "median_context_share", "executor")}))
     return 0
 
 

@@ -117,7 +117,7 @@ class LoopbackModel:
     app_threads: float = 2.0
     """Threads that start runs on (its CPU seconds are spread over them)."""
     executor_cpu_s: float = 6.0
-    """CPU seconds one executor JVM's start costs (assumed)."""
+    """CPU seconds one executor JVM's start costs, launch to registration (measured apart: app-start.json)."""
     executor_warmup_cpu_s: float = 1.0
     """CPU seconds a fresh executor JVM's first task adds (class loading, JIT); fitted on item 2's run."""
     driver_job_cpu_s: float = 0.0
@@ -158,7 +158,8 @@ class LoopbackModel:
 
 
 def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -> LoopbackModel:
-    """The application start's CPU, measured apart: ``app-start.json`` (``python -m bench.simulate.app_start``).
+    """An application's and an executor's start CPU, measured apart: ``app-start.json`` (``python -m
+    bench.simulate.app_start``).
 
     What a trivial PySpark application costs the machine from launch to its first job and stop, on an idle
     machine. Also recorded, not used: compare-runs.csv's (process CPU - task CPU) / applications of variant b
@@ -190,12 +191,18 @@ def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -
         "context_share": f"median (ApplicationStart - launch) / (first job - launch), {APP_START_FILE}:"
         f" {start['context_share']}",
         "app_life_cpu_per_scale_s": medians,
-        "assumed": ["app_threads", "executor_cpu_s", "airflow_task_cpu_s", "scheduler_delay_s"],
+        "assumed": ["app_threads", "airflow_task_cpu_s", "scheduler_delay_s"],
         "background_load": "not measured: item 2 recorded only the 1-minute load average at each policy's start",
     }
+    executor = start["executor"]
+    fitted["executor_cpu_s"] = (
+        f"median CPU of an executor JVM from launch to registration on a one-worker standalone cluster"
+        f" ({APP_START_FILE}: {executor['cpu_s']} CPU s, {executor['median_wall_s']} s wall)"
+    )
     values: dict[str, Any] = {
         "app_cpu_s": round(float(start["median_cpu_s"]), 2),
         "context_share": float(start["median_context_share"]),
+        "executor_cpu_s": round(float(executor["median_cpu_s"]), 2),
         "fit": fitted,
     }
     return LoopbackModel(**(values | overrides))

@@ -349,16 +349,17 @@ def test_shared_cpu_by_hand(background: float, b_ends: float, a_ends: float) -> 
 def test_loopback_fit_takes_an_applications_start_from_its_measurement(tmp_path: Path) -> None:
     (tmp_path / "app-start.json").write_text(
         json.dumps({"cpu_s": [20.0, 22.0, 21.0], "median_cpu_s": 21.0, "median_wall_s": 13.4, "master": "local[1]",
-                    "context_share": [0.4, 0.42, 0.41], "median_context_share": 0.41})
+                    "context_share": [0.4, 0.42, 0.41], "median_context_share": 0.41,
+                    "executor": {"cpu_s": [6.0, 7.0], "median_cpu_s": 6.5, "median_wall_s": 9.0}})
     )  # fmt: skip
     (tmp_path / "compare-runs.csv").write_text(
         "variant,ok,scale,applications,process_cpu_s,task_cpu_s\nb,True,0.1,8,400,100\nb,False,0.1,8,9999,0\n"
     )
     model = fit_loopback(tmp_path, driver_stage_s=1.5)
-    assert (model.app_cpu_s, model.context_share) == (21.0, 0.41)
+    assert (model.app_cpu_s, model.context_share, model.executor_cpu_s) == (21.0, 0.41, 6.5)
     # Recorded, not charged before the first job: (400 - 100) / 8 - 1.5, the failed run left out.
     assert model.fit["app_life_cpu_per_scale_s"] == {"0.1": 36.0}
-    assert "executor_cpu_s" in model.fit["assumed"]
+    assert "executor_cpu_s" not in model.fit["assumed"] and "airflow_task_cpu_s" in model.fit["assumed"]
     with pytest.raises(FileNotFoundError, match=r"python -m bench\.simulate\.app_start"):
         fit_loopback(tmp_path / "none")
     # The measurement in the repository: a trivial application's start costs 15 to 30 CPU s here.
