@@ -284,10 +284,18 @@ def scale_scenario(
     seed: int,
     policies: Sequence[str] = POLICIES,
     release_idle_timeout_s: float = RELEASE_IDLE_TIMEOUT_S,
+    min_admit_share: float = 0.0,
 ) -> dict[str, Any]:
-    """One workload on one cluster under each policy."""
+    """One workload on one cluster under each policy (``min_admit_share`` for the provider's variants)."""
     runs = day_workload(workload, seed)
-    specs = {name: release_policy(name, release_idle_timeout_s) for name in policies}
+    specs = {
+        name: release_policy(
+            name,
+            release_idle_timeout_s,
+            **({"min_admit_share": min_admit_share} if name.startswith("provider") else {}),
+        )
+        for name in policies
+    }
     results = {name: simulate(cluster, cost, spec, runs) for name, spec in specs.items()}
     return {
         "workload": workload.__dict__ | {"generated_stages": list(workload.generated_stages)},

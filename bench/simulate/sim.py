@@ -88,6 +88,10 @@ class PolicySpec:
     shuffle_timeout_s: float | None = None
     """The releasing provider variants: an idle executor holding shuffle data is released after this (None:
     Spark's default, kept while the application runs)."""
+    min_admit_share: float = 0.0
+    """The provider's variants: a region the capacity decision would run smaller waits instead when it would get
+    fewer than this share of the executors it asked for (a change this simulator tries, not what the provider
+    does; 0: the provider's decision as it is)."""
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
@@ -96,6 +100,8 @@ class PolicySpec:
             raise ValueError(
                 f"policy {self.name}: fixed_executors, default_parallelism and shuffle_partitions must be >= 1"
             )
+        if not 0 <= self.min_admit_share <= 1:
+            raise ValueError(f"policy {self.name}: min_admit_share must be in [0, 1], got {self.min_admit_share!r}")
 
 
 @dataclass(frozen=True)
@@ -496,7 +502,8 @@ class Simulation:
         self.metrics.capacity_decisions += 1
         if capacity.outcome is CapacityOutcome.IMPOSSIBLE:
             raise RuntimeError(f"run {run.run_id} {region}: {capacity.message}")
-        if not capacity.can_run:
+        too_small = capacity.executors < self.policy.min_admit_share * planned.request.executors
+        if not capacity.can_run or too_small:
             if not retry:
                 self.metrics.capacity_outcomes["wait"] += 1
                 if self.loopback is None:

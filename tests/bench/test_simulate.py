@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
-from bench.simulate.__main__ import main
+from bench.simulate.__main__ import main, status
 from bench.simulate.app_start import context_share
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
@@ -485,3 +485,32 @@ def test_app_start_finds_where_the_event_log_begins(tmp_path: Path) -> None:
     assert context_share(tmp_path, 100.0) == pytest.approx(0.4)
     with pytest.raises(ValueError, match="no application start or job after the launch"):
         context_share(tmp_path, 115.0)
+
+
+def test_provider_waits_instead_of_running_below_a_share_of_its_request() -> None:
+    cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
+    runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
+    as_is = Simulation(cluster, HAND, PolicySpec("provider"), runs)
+    waits = Simulation(cluster, HAND, PolicySpec("provider", min_admit_share=0.6), runs)
+    as_is.run()
+    waits.run()
+    # Run 1 asks for both places while run 0 holds one: the provider runs it on 1 of 2; with a 60% floor it
+    # waits for both.
+    assert [r[1:3] for r in as_is.metrics.admissions[1]] == [[2, 1]]
+    assert [r[1:3] for r in waits.metrics.admissions[1]] == [[2, 2]]
+    assert waits.metrics.capacity_outcomes["wait"] == 1
+    with pytest.raises(ValueError, match=r"min_admit_share must be in \[0, 1\], got 1.5"):
+        PolicySpec("provider", min_admit_share=1.5)
+
+
+def test_status_names_every_figure_missed() -> None:
+    row = {"ratio": 1.49, "within": False, "fitted": False}
+    checks = [
+        {"measured_file": "r/shared_cluster.json", "comparison": {"provider": {"queue_s": row | {"within": True}}}},
+        {"measured_file": "r/earlier/shared_cluster.json", "comparison": {"provider": {"queue_s": row}}},
+    ]
+    assert status(checks[:1]).startswith("validated against item 2's measured runs (1 file(s)")
+    assert status(checks) == (
+        "NOT VALIDATED: against 2 measured file(s), the simulator misses by more than 20%: "
+        "earlier/provider queue_s 1.49x; no figure it misses may be quoted"
+    )
