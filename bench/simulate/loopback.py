@@ -128,8 +128,9 @@ class LoopbackModel:
     """Airflow's scheduler loop: an upstream's end to the downstream task's process start (assumed)."""
     trigger_poll_s: float = 1.0
     """The capacity trigger's poll (the connection's capacity_poll_interval in item 2)."""
-    trigger_floor_s: float = 0.0
-    """trigger_min_wait: 0 at the preliminary run's commit; 10 s since (triggers/settle.py)."""
+    trigger_floor_s: float = 30.0
+    """trigger_min_wait: a deferred region's capacity trigger looks no sooner (triggers/settle.py; the
+    provider's default is 10 s, item 2's harness connection sets 30 s: bench/shared_cluster/policies.py)."""
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
