@@ -1,4 +1,4 @@
-"""``python -m bench.simulate.app_start``: what one application's start costs the machine, measured apart.
+"""``python -m bench.simulate.app_start``: what an application's and an executor's start cost, measured apart.
 
 The loopback model charges every application's start (spark-submit, the driver JVM, SparkContext,
 Python) as CPU work on the shared cores before its first job. This measures it: a PySpark driver that
@@ -9,8 +9,10 @@ command, one at a time on an otherwise idle machine. CPU is the process tree's u
     .venv/bin/python -m bench.simulate.app_start --repeats 5
 
 Also where, within that start, the event log's ApplicationStart falls (the SparkContext's beginning: item
-2 counts an application's queueing from it). Writes bench/results/app-start.json; ``loopback.fit_loopback``
-takes ``median_cpu_s`` and ``median_context_share`` from it.
+2 counts an application's queueing from it), and an executor's start: its JVM's CPU from launch to
+registration, on a one-worker standalone cluster on 127.0.0.1. Writes bench/results/app-start.json;
+``loopback.fit_loopback`` takes ``median_cpu_s``, ``median_context_share`` and the executor's
+``median_cpu_s`` from it.
 """
 
 from __future__ import annotations
@@ -38,17 +40,19 @@ spark.stop()
 """
 
 
+def _spark_env() -> dict[str, str]:
+    from airflow_provider_finegrained.spark.submit import without_connect_client
+
+    return {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+
+
 def measure(repeats: int) -> dict[str, Any]:
     """Launch the trivial driver ``repeats`` times; CPU and wall seconds of each launch."""
-    from airflow_provider_finegrained.spark.submit import (
-        SubmitRequest,
-        build_spark_submit_command,
-        without_connect_client,
-    )
+    from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command
     from bench.compare.measure import run_measured
 
     load = os.getloadavg()[0]
-    env = {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = _spark_env()
     runs = []
     context_shares = []
     with tempfile.TemporaryDirectory() as folder:
@@ -112,13 +116,9 @@ def measure_executor(repeats: int) -> dict[str, Any]:
     """An executor's start on a one-worker standalone cluster on 127.0.0.1: its JVM's CPU from launch to
     registration with the driver (the driver reads it when the executor appears), and the wall time."""
     from airflow_provider_finegrained.spark.standalone import start_local_cluster
-    from airflow_provider_finegrained.spark.submit import (
-        SubmitRequest,
-        build_spark_submit_command,
-        without_connect_client,
-    )
+    from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command
 
-    env = {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = _spark_env()
     cpu, wall = [], []
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "executor_start.py"

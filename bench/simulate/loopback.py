@@ -9,8 +9,9 @@ and executors), every Airflow task process and the machine's other load share th
 
 :class:`LoopbackModel` holds what the simulation charges on such a machine (CPU seconds of an
 application's driver start, of an executor's start, of an Airflow task process, the scheduler's delay,
-the provider's capacity-trigger poll), and :func:`fit_loopback` takes the one that was measured apart
-(an application's start CPU) from ``app-start.json``; the rest are stated assumptions or fitted.
+the provider's capacity-trigger poll), and :func:`fit_loopback` takes the ones measured apart (an
+application's and an executor's start CPU) from ``app-start.json``; the rest are stated assumptions or
+fitted.
 """
 
 from __future__ import annotations

@@ -302,8 +302,8 @@ class Simulation:
         # A fresh executor JVM's first task (class loading, JIT): the cost model's figure was fitted in
         # local mode, where the driver's JVM had warmed up already; a standalone executor is its own JVM.
         self.warmup_s = loopback.executor_warmup_cpu_s if loopback else cost.warmup_s
-        # The driver's work to submit each job (planning, AQE, a Python round trip): measured apart only
-        # on the loaded loopback machine, where it shows as gaps between an application's jobs.
+        # The driver's work to submit each job (planning, AQE, a Python round trip): fitted with the loopback
+        # model on item 2's run, where it shows as gaps between an application's jobs; none without it.
         self.driver_job_s = loopback.driver_job_cpu_s if loopback else 0.0
         # Where in an application's start its event log begins (ApplicationStart: the SparkContext's
         # beginning), measured apart on the loopback machine; never after its registration.
@@ -514,8 +514,9 @@ class Simulation:
                 self.loop.after(first or self.loopback.trigger_poll_s, self._poll_capacity, state, region)
             return False
         self.metrics.capacity_outcomes[capacity.outcome.value] += 1
-        # The provider's reservation ledger holds the granted places until the application registers,
-        # so regions admitted meanwhile do not count the same free executors twice.
+        # The provider's reservation ledger holds the granted places until the application registers (its
+        # first executor, for the variants asking at the first job), so regions admitted meanwhile do not
+        # count the same free executors twice.
         self.cluster.hold(capacity.executors)
         app = _App(state, run.shape.plan.regions[region], list(planned.phases), capacity.executors)
         app.record = [region, planned.request.executors, capacity.executors, round(self.loop.now, 1), None]

@@ -14,6 +14,7 @@ import pytest
 from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
 from bench.simulate.__main__ import main, status
 from bench.simulate.app_start import context_share
+from bench.simulate.app_start import main as app_start_main
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
 from bench.simulate.events import EventLoop
@@ -514,3 +515,27 @@ def test_status_names_every_figure_missed() -> None:
         "NOT VALIDATED: against 2 measured file(s), the simulator misses by more than 20%: "
         "earlier/provider queue_s 1.49x; no figure it misses may be quoted"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> None:
+    import psutil
+
+    def spark_jvms() -> set[int]:
+        classes = ("CoarseGrainedExecutorBackend", "deploy.master.Master", "deploy.worker.Worker", "SparkSubmit")
+        return {
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if any(c in arg for arg in (p.info["cmdline"] or []) for c in classes)
+        }
+
+    before = spark_jvms()
+    assert app_start_main(["--repeats", "1", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "app-start.json").read_text())
+    # One trivial PySpark application (about 22 CPU s on the idle machine) and one executor's JVM start (6.5).
+    assert 5 < result["median_cpu_s"] < 200 and 0 < result["median_context_share"] < 1
+    assert 1 < result["executor"]["median_cpu_s"] < result["median_cpu_s"]
+    assert result["executor"]["median_wall_s"] > 0
+    # The applications and the one-worker cluster it started are gone, executors included.
+    assert spark_jvms() - before == set()
