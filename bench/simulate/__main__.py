@@ -153,11 +153,16 @@ def status(checks: list[dict[str, Any]]) -> str:
     )
 
 
-def _ratio_cells(row: dict[str, Any]) -> tuple[str, str]:
-    """A validation row's ratio and within-20% cells."""
-    ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
-    within = "fitted" if row["fitted"] else ("-" if row["within"] is None else "yes" if row["within"] else "NO")
-    return ratio, within
+def _validation_rows(comparison: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(policy, figure, the table row's cells up to "within 20%") for a validation's comparison."""
+    out = []
+    for policy, rows in comparison.items():
+        for figure, row in rows.items():
+            ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+            within = "fitted" if row["fitted"] else ("-" if row["within"] is None else "yes" if row["within"] else "NO")
+            cells = f"| {policy} | {figure} | {row['measured']:.1f} | {row['simulated']:.1f} | {ratio} | {within} |"
+            out.append((policy, figure, cells))
+    return out
 
 
 def default_measured() -> Path:
@@ -209,14 +214,9 @@ def markdown(results: dict[str, Any]) -> str:
             "| policy | figure | measured | simulated | ratio | within 20% | unshared-cores model's ratio |",
             "|---|---|---:|---:|---:|---|---:|",
         ]
-        for policy, rows in v["comparison"].items():
-            for figure, row in rows.items():
-                ratio, within = _ratio_cells(row)
-                old = plain.get(policy, {}).get(figure, {}).get("ratio")
-                lines.append(
-                    f"| {policy} | {figure} | {row['measured']:.1f} | {row['simulated']:.1f} | {ratio} | {within} | "
-                    f"{'-' if old is None else f'{old:.3f}'} |"
-                )
+        for policy, figure, cells in _validation_rows(v["comparison"]):
+            old = plain.get(policy, {}).get(figure, {}).get("ratio")
+            lines.append(f"{cells} {'-' if old is None else f'{old:.3f}'} |")
         lines.append("")
     if "validation_earlier_run" in results:
         e = results["validation_earlier_run"]
@@ -229,12 +229,7 @@ def markdown(results: dict[str, Any]) -> str:
             "| policy | figure | measured | simulated | ratio | within 20% |",
             "|---|---|---:|---:|---:|---|",
         ]
-        for policy, rows in e["comparison"].items():
-            for figure, row in rows.items():
-                ratio, within = _ratio_cells(row)
-                lines.append(
-                    f"| {policy} | {figure} | {row['measured']:.1f} | {row['simulated']:.1f} | {ratio} | {within} |"
-                )
+        lines += [cells for _, _, cells in _validation_rows(e["comparison"])]
         lines.append("")
     mode = results["shared_cluster_mode"]
     lines += [
