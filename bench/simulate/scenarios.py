@@ -202,6 +202,13 @@ def validate(
         missing = [f for f in VALIDATED_FIGURES if f not in figures]
         if missing:
             raise ValueError(f"{measured_path}: policy {policy!r} lacks {missing} (needs {list(VALIDATED_FIGURES)})")
+    unmeasured = sorted(set(simulate_as or {}) - set(by_policy))
+    if unmeasured:
+        raise ValueError(f"simulate_as {unmeasured}: {measured_path} measured only {sorted(by_policy)}")
+    as_run = {p: (simulate_as or {}).get(p, p) for p in by_policy}
+    bad = {p: q for p, q in as_run.items() if q not in POLICIES}
+    if bad:
+        raise ValueError(f"simulate_as {bad}: a simulated policy must be one of {list(POLICIES)}")
     fit: dict[str, Any] | None = None
     if loopback is not None:
         if fit_on not in by_policy:
@@ -209,10 +216,6 @@ def validate(
                 f"{measured_path}: the loopback fit needs policy {fit_on!r}; the file has {sorted(by_policy)}"
             )
         loopback, fit = fit_loopback_to(setup, cost, loopback, by_policy[fit_on], fit_on, **(grid or {}))
-    as_run = {p: (simulate_as or {}).get(p, p) for p in by_policy}
-    bad = {p: q for p, q in as_run.items() if q not in POLICIES}
-    if bad:
-        raise ValueError(f"simulate_as {bad}: a simulated policy must be one of {list(POLICIES)}")
     simulated = shared_cluster(setup, cost, sorted(set(as_run.values()), key=POLICIES.index), loopback)
     comparison: dict[str, dict[str, Any]] = {}
     within = held_out_within = True

@@ -469,6 +469,8 @@ def test_validate_simulates_a_measured_policy_as_it_ran(tmp_path: Path) -> None:
     assert validate(path, HAND)["comparison"]["provider"]["queue_s"]["ratio"] != pytest.approx(1.0)
     with pytest.raises(ValueError, match="simulated policy must be one of"):
         validate(path, HAND, simulate_as={"provider": "provider+release"})
+    with pytest.raises(ValueError, match=r"simulate_as \['dynamic'\]: .* measured only \['provider'\]"):
+        validate(path, HAND, simulate_as={"dynamic": "provider"})
 
 
 def test_app_start_finds_where_the_event_log_begins(tmp_path: Path) -> None:
