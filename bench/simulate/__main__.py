@@ -100,13 +100,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["validation"] = validate(args.measured, cost, loopback)
         results["validation_unshared_cores"] = validate(args.measured, cost)
         checks = [results["validation"]]
+        fitted = results["validation"]["fit"]
         if args.measured == default_measured() and EARLIER_RUN.exists():
-            # The provider's run from before executors came at the first job, simulated as it ran.
-            results["validation_earlier_run"] = validate(EARLIER_RUN, cost, loopback, simulate_as=EARLIER_RUN_AS)
+            # The provider's run from before executors came at the first job, simulated as it ran. Its
+            # dynamic-allocation run is the current file's, so the fit is the same: the grid is its one point.
+            same_fit = {
+                "backgrounds": (fitted["background_load"],),
+                "warmups": (fitted["executor_warmup_cpu_s"],),
+                "driver_jobs": (fitted["driver_job_cpu_s"],),
+            }
+            results["validation_earlier_run"] = validate(
+                EARLIER_RUN, cost, loopback, grid=same_fit, simulate_as=EARLIER_RUN_AS
+            )
             checks.append(results["validation_earlier_run"])
         results["validated"] = all(check["validated"] for check in checks)
         results["status"] = status(checks)
-        fitted = results["validation"]["fit"]
         quiet = replace(loopback, background_load=0.0, executor_warmup_cpu_s=fitted["executor_warmup_cpu_s"])
     # Item 2's default setup on a quiet machine (no background load): a prediction a quiet run can check.
     setup = SharedClusterSetup()
