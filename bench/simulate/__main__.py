@@ -3,7 +3,8 @@
 Commands:
 
 - ``all`` (default): fit the cost model, simulate item 2's shared-cluster setup, the day on the large
-  cluster and the same runs arriving within ``--saturated-window-s``; validate against
+  cluster, the same runs arriving within ``--saturated-window-s``, and the closed-loop throughput
+  (``--streams`` runs back to back until ``--horizon-s``); validate against
   ``--measured`` if that file exists; write the results files.
 - ``shared-cluster``: only item 2's setup (prints JSON).
 - ``validate``: compare with item 2's measured file on the loopback model (item 2's 2 physical cores shared
@@ -29,8 +30,10 @@ from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import RESULTS, fit_cost_model
 from bench.simulate.loopback import fit_loopback
 from bench.simulate.scenarios import (
+    CLOSED_LOOP_POLICIES,
     RELEASE_IDLE_TIMEOUT_S,
     SharedClusterSetup,
+    closed_loop_scenario,
     scale_scenario,
     shared_cluster,
     validate,
@@ -57,6 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--measured", type=Path, default=default_measured())
     parser.add_argument("--release-idle-timeout-s", type=float, default=RELEASE_IDLE_TIMEOUT_S)
     parser.add_argument("--min-admit-share", type=float, default=0.0)
+    parser.add_argument(
+        "--streams",
+        type=lambda text: [int(n) for n in text.split(",") if n],
+        default=[1000, 4000],
+        help="closed loop: comma-separated stream counts (concurrent DAG runs), e.g. 1000,4000; empty skips it",
+    )
+    parser.add_argument("--horizon-s", type=float, default=1800.0, help="closed loop: runs finished by this time")
+    parser.add_argument("--closed-runs", type=int, default=60_000, help="closed loop: the runs the streams draw from")
     parser.add_argument(
         "--simulate-as",
         action="append",
@@ -129,6 +140,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["saturated"] = scale_scenario(
         cluster, cost, with_window(workload, args.saturated_window_s), args.seed, args.policies, timeout, share
     )
+    if args.streams:
+        results["closed_loop"] = closed_loop_scenario(
+            cluster,
+            cost,
+            replace(workload, runs=args.closed_runs),
+            args.seed,
+            args.streams,
+            args.horizon_s,
+            [p for p in args.policies if p in CLOSED_LOOP_POLICIES],
+            timeout,
+        )
     results["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "simulate.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -268,7 +290,27 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             *_slowest(scenario["policies"]),
         ]
+    if "closed_loop" in results:
+        lines += _closed_loop(results["closed_loop"])
     return "\n".join(lines) + "\n"
+
+
+def _closed_loop(scenario: dict[str, Any]) -> list[str]:
+    """The closed-loop throughput tables, one per stream count."""
+    w, c = scenario["workload"], scenario["cluster"]
+    lines = [
+        "## Throughput, closed loop (unvalidated)",
+        "",
+        f"Streams of runs back to back (TPC's throughput test): each stream starts its next run when its last "
+        f"ends, drawing in order from {w['runs']} runs of the day's mix; runs finished by "
+        f"{scenario['horizon_s']:.0f} s counted; {c['nodes']} nodes, {c['total_executors']} executors of "
+        f"{c['executor_cores']} cores; seed {scenario['seed']}.",
+        "",
+    ]
+    for n, block in scenario["streams"].items():
+        lines += [f"### {n} streams", "", _table(block["policies"]), ""]
+        lines += ["Ratios: " + ", ".join(f"{k} {v}" for k, v in block["ratios"].items()), ""]
+    return lines
 
 
 def _breakdown(policies: dict[str, dict[str, Any]]) -> str:

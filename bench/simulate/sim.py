@@ -21,6 +21,14 @@ Policies (docs/simulation.md):
 - ``provider+grow``: as ``provider``, but the bound is the executors the region REQUESTED: a region
   admitted smaller asks for the rest as executors free up (a change to the provider's decisions this
   simulator proposes, not what it does).
+- ``provider+queue``: the provider's sizing, but no admission of its own: every region asks the cluster
+  manager for all the executors it requested (at its first job, bounded by the request) and waits in the
+  cluster manager's queue like any application; only a region that could never fit is refused (a change
+  this simulator tries, not what the provider does).
+
+``streams`` (with ``horizon_s``) runs the workload closed-loop instead of at its arrival times, as TPC's
+throughput tests do: that many streams each start their next run when their last one ends, and the
+runs finished by the horizon are counted.
 
 Every application runs Spark's schema job before it reads a parquet input (one task per ``read``, what
 ``spark.read.parquet`` without a schema costs), then each stage's scan and shuffle phases.
@@ -60,8 +68,8 @@ from bench.simulate.loopback import LoopbackModel, SharedCPU
 from bench.simulate.workload import DagRun
 
 MiB = 2**20
-POLICIES = ("fixed", "dynamic", "provider", "provider+start", "provider+held", "provider+grow")
-RELEASING = ("provider", "provider+start", "provider+grow")
+POLICIES = ("fixed", "dynamic", "provider", "provider+start", "provider+held", "provider+grow", "provider+queue")
+RELEASING = ("provider", "provider+start", "provider+grow", "provider+queue")
 """The provider's variants whose region applications give back idle executors (dynamic allocation)."""
 FOOTER_BYTES = 64 * 2**10
 """What a schema job's one task reads: a parquet footer."""
@@ -147,23 +155,29 @@ class Metrics:
     admissions: dict[int, list[list[Any]]] = field(default_factory=dict)
     """provider: per run index, each region's [name, executors requested, admitted, admitted at, ended at]."""
     slowest: list[dict[str, Any]] = field(default_factory=list)
+    horizon_s: float | None = None
+    """Closed-loop (streams): the time the runs finished were counted at; None for arrivals in time."""
 
     def summary(self) -> dict[str, Any]:
-        start, end = min(self.arrivals), max(self.finishes)
+        # Closed-loop, the runs finished by the horizon: started ones unfinished and unstarted are NaN.
+        done = [(a, f, q) for a, f, q in zip(self.arrivals, self.finishes, self.first_executor, strict=True) if f == f]
+        arrivals, finishes, firsts = (list(column) for column in zip(*done, strict=True)) if done else ([], [], [])
+        start = min(arrivals, default=0.0)
+        end = self.horizon_s if self.horizon_s is not None else max(finishes)
         makespan = end - start
-        queue = sorted(f - a for f, a in zip(self.first_executor, self.arrivals, strict=True))
-        latency = sorted(f - a for f, a in zip(self.finishes, self.arrivals, strict=True))
+        queue = sorted(f - a for f, a in zip(firsts, arrivals, strict=True))
+        latency = sorted(f - a for f, a in zip(finishes, arrivals, strict=True))
         return {
             "policy": self.policy,
-            "runs": len(self.arrivals),
+            "runs": len(finishes),
             "makespan_s": round(makespan, 3),
-            "throughput_runs_per_h": round(len(self.arrivals) / makespan * 3600, 3) if makespan else None,
+            "throughput_runs_per_h": round(len(finishes) / makespan * 3600, 3) if makespan else None,
             # How long until most runs were done: a few long runs can set the makespan alone.
-            "finish_p95_s": round(_pct(sorted(self.finishes), 95) - start, 3),
-            "finish_p99_s": round(_pct(sorted(self.finishes), 99) - start, 3),
-            "queue_s": {"mean": round(sum(queue) / len(queue), 3), "p50": _pct(queue, 50), "p95": _pct(queue, 95)},
+            "finish_p95_s": round(_pct(sorted(finishes), 95) - start, 3),
+            "finish_p99_s": round(_pct(sorted(finishes), 99) - start, 3),
+            "queue_s": {"mean": _mean(queue), "p50": _pct(queue, 50), "p95": _pct(queue, 95)},
             "run_latency_s": {
-                "mean": round(sum(latency) / len(latency), 3),
+                "mean": _mean(latency),
                 "p50": _pct(latency, 50),
                 "p95": _pct(latency, 95),
             },
@@ -192,6 +206,10 @@ class Metrics:
             "wall_s": round(self.wall_s, 2),
             "slowest_runs": self.slowest,
         }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 3) if values else 0.0
 
 
 def _pct(values: Sequence[float], p: float) -> float:
@@ -284,9 +302,22 @@ class Simulation:
         policy: PolicySpec,
         runs: Sequence[DagRun],
         loopback: LoopbackModel | None = None,
+        streams: int | None = None,
+        horizon_s: float | None = None,
     ) -> None:
         if not runs:
             raise ValueError("a simulation needs at least one DAG run")
+        if (streams is None) != (horizon_s is None) or (streams is not None and (streams < 1 or horizon_s <= 0)):
+            raise ValueError(
+                f"closed-loop runs need both streams >= 1 and horizon_s > 0, got streams={streams!r}, "
+                f"horizon_s={horizon_s!r}"
+            )
+        self.streams = streams
+        self.horizon_s = horizon_s
+        self._next_run = 0
+        self._ran_dry: float | None = None  # closed loop: when a stream first found no run left to start
+        self._granted_live = 0  # executors granted and not released (closes the books at a horizon)
+        self._added_live = 0  # of those, registered
         self.spec = cluster
         self.cost = cost
         self.policy = policy
@@ -294,8 +325,9 @@ class Simulation:
         self.loop = EventLoop()
         self.provider = policy.name.startswith("provider")
         self.release = policy.name in RELEASING
-        self.at_first_job = policy.name in ("provider", "provider+grow")
+        self.at_first_job = policy.name in ("provider", "provider+grow", "provider+queue")
         self.grow = policy.name == "provider+grow"
+        self.queue = policy.name == "provider+queue"
         self.scales_executors = policy.name == "dynamic" or self.release
         self.loopback = loopback
         self.cpu = SharedCPU(self.loop, loopback.physical_cores, loopback.background_load) if loopback else None
@@ -336,25 +368,43 @@ class Simulation:
         m.arrivals = [r.arrival for r in self.runs]
         m.first_executor = [math.inf] * len(self.runs)
         m.finishes = [math.nan] * len(self.runs)
-        for index, run in enumerate(self.runs):
-            self.loop.at(run.arrival, self._arrive, run, index)
-        self.loop.run()
+        if self.streams is not None and self.horizon_s is not None:
+            m.arrivals = [math.nan] * len(self.runs)
+            m.horizon_s = self.horizon_s
+            for _ in range(min(self.streams, len(self.runs))):
+                self._start_next()
+            self.loop.run(until=self.horizon_s)
+            # Executors still held at the horizon count up to it.
+            self.loop.now = self.horizon_s
+            cores = self.spec.executor_cores * self.horizon_s
+            m.reserved_core_s += self._granted_live * cores
+            m.added_core_s += self._added_live * cores
+            if self._ran_dry is not None:
+                raise RuntimeError(
+                    f"closed loop: a stream had no run left to start at {self._ran_dry:.0f} s, before the horizon "
+                    f"({len(self.runs)} runs); give more runs"
+                )
+        else:
+            for index, run in enumerate(self.runs):
+                self.loop.at(run.arrival, self._arrive, run, index)
+            self.loop.run()
         unfinished = [i for i, f in enumerate(m.finishes) if math.isnan(f)]
-        if unfinished:
+        if unfinished and self.streams is None:
             raise RuntimeError(
                 f"{len(unfinished)} run(s) never finished (first: run {self.runs[unfinished[0]].run_id})"
             )
         m.events = self.loop.processed
         m.wall_s = time.perf_counter() - started
         # The five runs that ended last, and (provider) how each region was admitted: what sets a makespan.
-        for index in sorted(range(len(self.runs)), key=lambda i: m.finishes[i])[-5:]:
+        finished = [i for i in range(len(self.runs)) if not math.isnan(m.finishes[i])]
+        for index in sorted(finished, key=lambda i: m.finishes[i])[-5:]:
             run = self.runs[index]
             m.slowest.append(
                 {
                     "run_id": run.run_id,
                     "shape": run.shape.name,
                     "scale": round(run.scale, 3),
-                    "arrival": round(run.arrival, 1),
+                    "arrival": round(m.arrivals[index], 1),
                     "finish": round(m.finishes[index], 1),
                     "regions": m.admissions.get(index, []),
                 }
@@ -385,6 +435,17 @@ class Simulation:
             self._unit_deps[key] = deps
         return self._unit_deps[key]
 
+    def _start_next(self) -> None:
+        """Closed loop: the stream whose run ended starts the next run not yet started."""
+        index = self._next_run
+        if index >= len(self.runs):
+            if self._ran_dry is None:
+                self._ran_dry = self.loop.now
+            return
+        self._next_run += 1
+        self.metrics.arrivals[index] = self.loop.now
+        self._arrive(self.runs[index], index)
+
     def _arrive(self, run: DagRun, index: int) -> None:
         units = self._units(run)
         state = _Run(run, index, len(units))
@@ -397,6 +458,8 @@ class Simulation:
         state.units_left -= 1
         if state.units_left == 0:
             self.metrics.finishes[state.index] = self.loop.now
+            if self.streams is not None:
+                self._start_next()
             return
         units = self._units(state.run)
         # A unit starts once every stage it reads from is done; launched units are those whose deps
@@ -448,7 +511,9 @@ class Simulation:
     def _registered(self, app: _App) -> None:
         self._account(app)
         app.blocked = True
-        if self.at_first_job:
+        if self.queue:
+            pass
+        elif self.at_first_job:
             app.held = app.want  # asked for at the first job (_backlog), from these places first
         elif self.provider:
             app.target = app.want  # initial = max = what the capacity decision admitted
@@ -490,6 +555,8 @@ class Simulation:
         # Places neither granted nor held for an admitted region; executors other applications already
         # asked for (a releasing variant asking again) come first.
         free = self.cluster.free if self.cluster.waiting == 0 else 0
+        if self.queue:
+            free = self.spec.total_executors
         workers = [
             WorkerCapacity(
                 free_cores=free * self.spec.executor_cores,
@@ -517,7 +584,8 @@ class Simulation:
         # The provider's reservation ledger holds the granted places until the application registers (its
         # first executor, for the variants asking at the first job), so regions admitted meanwhile do not
         # count the same free executors twice.
-        self.cluster.hold(capacity.executors)
+        if not self.queue:
+            self.cluster.hold(capacity.executors)
         app = _App(state, run.shape.plan.regions[region], list(planned.phases), capacity.executors)
         app.record = [region, planned.request.executors, capacity.executors, round(self.loop.now, 1), None]
         self.metrics.admissions.setdefault(state.index, []).append(app.record)
@@ -643,6 +711,7 @@ class Simulation:
         app: _App = owner  # type: ignore[assignment]
         now = self.loop.now
         app.granted += executors
+        self._granted_live += executors
         self.metrics.reserved_core_s -= now * executors * self.spec.executor_cores
         state = app.run
         if now < self.metrics.first_executor[state.index]:
@@ -654,6 +723,8 @@ class Simulation:
 
     def _release(self, app: _App, executors: int) -> None:
         app.granted -= executors
+        self._granted_live -= executors
+        self._added_live -= executors
         self.metrics.reserved_core_s += self.loop.now * executors * self.spec.executor_cores
         self.metrics.added_core_s += self.loop.now * executors * self.spec.executor_cores
         self.cluster.release(executors)
@@ -662,6 +733,7 @@ class Simulation:
 
     def _executor_ready(self, app: _App, executors: int) -> None:
         self.metrics.added_core_s -= self.loop.now * executors * self.spec.executor_cores
+        self._added_live += executors
         if app.queued_at >= 0:
             self.metrics.app_queue_sum_s += self.loop.now - app.queued_at
             app.queued_at = -1.0
@@ -874,6 +946,8 @@ def simulate(
     policy: PolicySpec,
     runs: Sequence[DagRun],
     loopback: LoopbackModel | None = None,
+    streams: int | None = None,
+    horizon_s: float | None = None,
 ) -> dict[str, Any]:
-    """Run one policy; the summary of :class:`Metrics`."""
-    return Simulation(cluster, cost, policy, runs, loopback).run().summary()
+    """Run one policy (closed-loop with ``streams`` until ``horizon_s``); the summary of :class:`Metrics`."""
+    return Simulation(cluster, cost, policy, runs, loopback, streams, horizon_s).run().summary()

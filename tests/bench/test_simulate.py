@@ -281,15 +281,22 @@ def test_validate_compares_every_figure_within_20_percent(tmp_path: Path) -> Non
 
 def test_command_writes_unvalidated_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["all", "--runs", "12", "--nodes", "4", "--window-s", "3600", "--saturated-window-s", "60"]
+    args += ["--streams", "1,2", "--horizon-s", "600", "--closed-runs", "60"]
     assert main([*args, "--out", str(tmp_path), "--measured", str(tmp_path / "none.json")]) == 0
     results = json.loads((tmp_path / "simulate.json").read_text())
     assert results["validated"] is False and results["status"].startswith("NOT YET VALIDATED")
     assert set(results["day"]["policies"]) == {
-        "fixed", "dynamic", "provider", "provider+start", "provider+held", "provider+grow"
+        "fixed", "dynamic", "provider", "provider+start", "provider+held", "provider+grow", "provider+queue"
     }  # fmt: skip
     assert results["day"]["policies"]["provider"]["runs"] == 12
     assert "NOT YET VALIDATED" in (tmp_path / "simulate.md").read_text()
     assert "throughput_provider_over_fixed" in results["saturated"]["ratios"]
+    closed = results["closed_loop"]["streams"]
+    assert set(closed) == {"1", "2"} and set(closed["2"]["policies"]) == {
+        "fixed", "dynamic", "provider", "provider+start", "provider+queue"
+    }  # fmt: skip
+    assert closed["2"]["policies"]["provider"]["makespan_s"] == 600
+    assert "### 2 streams" in (tmp_path / "simulate.md").read_text()
     assert "NOT YET VALIDATED" in capsys.readouterr().out
 
 
@@ -541,3 +548,41 @@ def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> N
     assert result["executor"]["median_wall_s"] > 0
     # The applications and the one-worker cluster it started are gone, executors included.
     assert spark_jvms() - before == set()
+
+
+def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_horizon() -> None:
+    cluster = ClusterSpec(1, 1, 8 * GiB, 1, 1 * GiB)  # one executor place in all
+    runs = [one_stage_run(8 * MiB, i) for i in range(6)]
+    one = 10 + 2 + SCHEMA + 4 + 2 * (1 + SHUFFLE_FRACTION)  # start, executor start, the run's five tasks
+    # One stream: run 1 starts when run 0 ends, run 2 when run 1 ends; run 2 registers (and is granted the place)
+    # at 2 x one + 10, 2.5 s before the horizon.
+    horizon = 2 * one + 12.5
+    policy = PolicySpec("fixed", fixed_executors=1, default_parallelism=2)
+    result = simulate(cluster, HAND, policy, runs, streams=1, horizon_s=horizon)
+    assert result["runs"] == 2 and result["makespan_s"] == pytest.approx(horizon)
+    assert result["throughput_runs_per_h"] == pytest.approx(2 / horizon * 3600, abs=1e-3)
+    assert result["run_latency_s"]["p95"] == pytest.approx(one, abs=1e-3)
+    # Each finished run held the place from its registration to its end; run 2's is counted up to the horizon.
+    assert result["reserved_core_s"] == pytest.approx(2 * (one - 10) + 2.5, abs=0.1)
+    # Two streams share the one place: run 1 waits for run 0's executor (its latency 2 x one - 10); from then on
+    # one run's start overlaps the other's tasks, and a run ends every one - 10 s: 4 by the horizon.
+    both = simulate(cluster, HAND, policy, runs, streams=2, horizon_s=horizon)
+    assert both["runs"] == 4 and both["run_latency_s"]["p95"] == pytest.approx(2 * one - 10, abs=1e-3)
+    with pytest.raises(ValueError, match="need both streams >= 1 and horizon_s > 0"):
+        Simulation(cluster, HAND, policy, runs, streams=1)
+    with pytest.raises(RuntimeError, match="a stream had no run left to start at 59 s"):  # 3 x one
+        simulate(cluster, HAND, policy, runs[:3], streams=1, horizon_s=10 * one)
+
+
+def test_provider_queue_asks_the_cluster_for_its_whole_request_and_waits_in_its_queue() -> None:
+    cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
+    runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
+    gated = Simulation(cluster, HAND, PolicySpec("provider"), runs)
+    queued = Simulation(cluster, HAND, PolicySpec("provider+queue", idle_timeout_s=0.5), runs)
+    kept, asked = gated.run().summary(), queued.run().summary()
+    # The capacity step runs run 1 on the 1 place left, for good; without it, run 1 asks for both, gets one at
+    # its first job and the other once run 0 gives it back, and ends sooner.
+    assert [r[1:3] for r in gated.metrics.admissions[1]] == [[2, 1]]
+    assert [r[1:3] for r in queued.metrics.admissions[1]] == [[2, 2]]
+    assert asked["capacity_outcomes"] == {"as_requested": 2}
+    assert asked["makespan_s"] < kept["makespan_s"]
