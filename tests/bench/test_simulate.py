@@ -422,17 +422,30 @@ def test_provider_release_gives_back_executors_its_narrow_stage_leaves_idle() ->
     assert released["reserved_breakdown_core_s"]["idle_no_task"] < held["reserved_breakdown_core_s"]["idle_no_task"]
 
 
-def test_provider_grow_asks_for_what_its_region_was_denied() -> None:
+@pytest.mark.parametrize(
+    ("variant", "admitted", "outcomes"),
+    [
+        # Run 1 asked for both places (all there are) and was admitted with the 1 left; growing, it takes the place
+        # run 0 gives back.
+        ("provider+grow", [[2, 1]], {"as_requested": 1, "reduced": 1}),
+        # No admission of its own: run 1 asks the cluster for both, gets one at its first job and the other once
+        # run 0 gives it back.
+        ("provider+queue", [[2, 2]], {"as_requested": 2}),
+    ],
+)
+def test_provider_variants_that_get_more_than_the_free_places_a_region_was_admitted_on(
+    variant: str, admitted: list[list[int]], outcomes: dict[str, int]
+) -> None:
     cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
     runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
-    fixed_size = Simulation(cluster, HAND, PolicySpec("provider"), runs)
-    grows = Simulation(cluster, HAND, PolicySpec("provider+grow", idle_timeout_s=0.5), runs)
-    kept, grown = fixed_size.run().summary(), grows.run().summary()
-    # Run 1 asked for both places (all there are), was admitted with the 1 left; growing, it takes the place run 0
-    # gives back, and ends sooner.
-    assert kept["capacity_outcomes"] == grown["capacity_outcomes"] == {"as_requested": 1, "reduced": 1}
-    assert grown["makespan_s"] < kept["makespan_s"]
-    assert [r[1:3] for r in grows.metrics.admissions[1]] == [[2, 1]]
+    gated = Simulation(cluster, HAND, PolicySpec("provider"), runs)
+    other = Simulation(cluster, HAND, PolicySpec(variant, idle_timeout_s=0.5), runs)
+    kept, changed = gated.run().summary(), other.run().summary()
+    # The provider runs run 1 on the 1 place left, for good; either variant ends it sooner.
+    assert [r[1:3] for r in gated.metrics.admissions[1]] == [[2, 1]]
+    assert [r[1:3] for r in other.metrics.admissions[1]] == admitted
+    assert changed["capacity_outcomes"] == outcomes
+    assert changed["makespan_s"] < kept["makespan_s"]
 
 
 def test_validate_on_the_loopback_model_fits_three_figures_and_holds_out_the_rest(tmp_path: Path) -> None:
@@ -572,17 +585,3 @@ def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_h
         Simulation(cluster, HAND, policy, runs, streams=1)
     with pytest.raises(RuntimeError, match="a stream had no run left to start at 59 s"):  # 3 x one
         simulate(cluster, HAND, policy, runs[:3], streams=1, horizon_s=10 * one)
-
-
-def test_provider_queue_asks_the_cluster_for_its_whole_request_and_waits_in_its_queue() -> None:
-    cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
-    runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
-    gated = Simulation(cluster, HAND, PolicySpec("provider"), runs)
-    queued = Simulation(cluster, HAND, PolicySpec("provider+queue", idle_timeout_s=0.5), runs)
-    kept, asked = gated.run().summary(), queued.run().summary()
-    # The capacity step runs run 1 on the 1 place left, for good; without it, run 1 asks for both, gets one at
-    # its first job and the other once run 0 gives it back, and ends sooner.
-    assert [r[1:3] for r in gated.metrics.admissions[1]] == [[2, 1]]
-    assert [r[1:3] for r in queued.metrics.admissions[1]] == [[2, 2]]
-    assert asked["capacity_outcomes"] == {"as_requested": 2}
-    assert asked["makespan_s"] < kept["makespan_s"]
