@@ -13,6 +13,7 @@ from airflow_provider_finegrained.planning.capacity import (
     WorkerShape,
     check_resource_stability,
     decide_capacity,
+    queue_capacity,
 )
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
@@ -92,6 +93,7 @@ __all__ = [
     "parse_bytes",
     "plan_stages",
     "propagate_forward_parallelism",
+    "queue_capacity",
     "simulate_scan_tasks",
     "size_region",
 ]

@@ -1,7 +1,9 @@
 """Declarative resources (FLIP-138) and the minimum/maximum stability check (FLINK-15959).
 
 A region declares the executors it wants; given what the cluster has free, it runs as asked, runs
-smaller (never below its minimum parallelism), or cannot run now, with the numbers to say why.
+smaller (never below its minimum parallelism), or cannot run now, with the numbers to say why
+(:func:`decide_capacity`). Where the cluster manager queues applications itself, a region may instead
+ask for all it wants and wait there for what is not free (:func:`queue_capacity`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class WorkerCapacity:
 class CapacityOutcome(StrEnum):
     AS_REQUESTED = "as_requested"
     REDUCED = "reduced"
+    QUEUED = "queued"
     WAIT = "wait"
     IMPOSSIBLE = "impossible"
 
@@ -62,7 +65,7 @@ class CapacityDecision:
 
     @property
     def can_run(self) -> bool:
-        return self.outcome in (CapacityOutcome.AS_REQUESTED, CapacityOutcome.REDUCED)
+        return self.outcome in (CapacityOutcome.AS_REQUESTED, CapacityOutcome.REDUCED, CapacityOutcome.QUEUED)
 
 
 def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> CapacityDecision:
@@ -71,18 +74,10 @@ def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity])
     ``workers`` may be a single pseudo-worker holding a cluster's aggregate free capacity when the
     cluster manager does not report per worker (YARN metrics, a declared capacity).
     """
+    impossible = _never_fits(request, workers)
+    if impossible is not None:
+        return impossible
     asked = _describe(request)
-    verdicts = [_fits_when_empty(request, w) for w in workers]
-    if verdicts and all(v is False for v in verdicts):
-        biggest = max(workers, key=lambda w: (w.total_memory or 0, w.total_cores or 0))
-        return CapacityDecision(
-            CapacityOutcome.IMPOSSIBLE,
-            0,
-            0,
-            f"no worker can ever hold one executor of {asked}: the largest has "
-            f"{biggest.total_cores} cores, {format_bytes(biggest.total_memory or 0)}"
-            + (f", {biggest.total_gpus:g} GPUs" if request.gpus else ""),
-        )
     fitting = sum(_executors_fitting(request, w) for w in workers)
     free = _describe_free(workers)
     if fitting >= request.executors:
@@ -111,6 +106,42 @@ def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity])
         f"not enough free resources: asked for {request.executors} executor(s) of {asked} "
         f"(at least {max(1, math.ceil(minimum / request.slots_per_executor))} for min parallelism "
         f"{request.min_parallelism}); free: {free}",
+    )
+
+
+def queue_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> CapacityDecision:
+    """Ask for the whole request and let the cluster manager queue what is not free (its own first come, first
+    served), never smaller and never held back here; only a request no worker could ever hold is refused.
+
+    On a busy shared cluster this keeps the cluster full where :func:`decide_capacity` would run a region on
+    the few executors free at that moment for its whole life, or hold it back (docs/simulation.md).
+    """
+    impossible = _never_fits(request, workers)
+    if impossible is not None:
+        return impossible
+    fitting = min(request.executors, sum(_executors_fitting(request, w) for w in workers))
+    return CapacityDecision(
+        CapacityOutcome.QUEUED,
+        request.executors,
+        request.parallelism,
+        f"asking the cluster manager for {request.executors} executor(s) of {_describe(request)}, "
+        f"{fitting} of them free now ({_describe_free(workers)}); it queues the rest",
+    )
+
+
+def _never_fits(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> CapacityDecision | None:
+    """The refusal when no worker could hold one executor even idle; None when one could (or totals are unknown)."""
+    verdicts = [_fits_when_empty(request, w) for w in workers]
+    if not verdicts or not all(v is False for v in verdicts):
+        return None
+    biggest = max(workers, key=lambda w: (w.total_memory or 0, w.total_cores or 0))
+    return CapacityDecision(
+        CapacityOutcome.IMPOSSIBLE,
+        0,
+        0,
+        f"no worker can ever hold one executor of {_describe(request)}: the largest has "
+        f"{biggest.total_cores} cores, {format_bytes(biggest.total_memory or 0)}"
+        + (f", {biggest.total_gpus:g} GPUs" if request.gpus else ""),
     )
 
 

@@ -12,6 +12,7 @@ from airflow_provider_finegrained.planning import (
     WorkerShape,
     check_resource_stability,
     decide_capacity,
+    queue_capacity,
 )
 
 GiB = 2**30
@@ -70,6 +71,35 @@ def test_gpus_limit_the_fit() -> None:
     request = ExecutorRequest(executors=4, cores=1, memory=GiB, parallelism=4, min_parallelism=1, gpus=1)
     decision = decide_capacity(request, [WorkerCapacity(8, 8 * GiB, free_gpus=2)])
     assert (decision.outcome, decision.executors) == (CapacityOutcome.REDUCED, 2)
+
+
+@pytest.mark.parametrize(
+    ("workers", "outcome", "executors", "free_now"),
+    [
+        # The whole request, whatever is free now; the message says how much of it is.
+        pytest.param([WorkerCapacity(8, 16 * GiB)], "queued", 4, 4, id="all-free"),
+        pytest.param([WorkerCapacity(16, 64 * GiB)], "queued", 4, 4, id="more-than-enough"),
+        pytest.param([WorkerCapacity(4, 16 * GiB)], "queued", 4, 2, id="half-free"),
+        pytest.param([WorkerCapacity(3, 8 * GiB), WorkerCapacity(3, 8 * GiB)], "queued", 4, 2, id="per-worker-fit"),
+        # Below the minimum parallelism (decide_capacity waits): the cluster manager's queue holds it instead.
+        pytest.param([WorkerCapacity(2, 16 * GiB)], "queued", 4, 1, id="below-minimum-queues"),
+        pytest.param([WorkerCapacity(0, 0, total_cores=8, total_memory=16 * GiB)], "queued", 4, 0, id="all-busy"),
+        pytest.param([], "queued", 4, 0, id="no-workers-reported"),
+        # Never: no worker could hold one executor even idle.
+        pytest.param([WorkerCapacity(0, 0, total_cores=4, total_memory=GiB)], "impossible", 0, 0, id="never-fits"),
+    ],
+)
+def test_queue_capacity_asks_for_everything_and_refuses_only_what_never_fits(
+    workers: list[WorkerCapacity], outcome: str, executors: int, free_now: int
+) -> None:
+    decision = queue_capacity(REQUEST, workers)
+    assert (decision.outcome, decision.executors) == (outcome, executors)
+    assert decision.can_run == (outcome == "queued")
+    if outcome == "queued":
+        assert decision.parallelism == REQUEST.parallelism
+        assert f"for 4 executor(s) of 2 core(s), 2.0 GiB, {free_now} of them free now" in decision.message
+    else:
+        assert "no worker can ever hold one executor of 2 core(s), 2.0 GiB" in decision.message
 
 
 WORKER = WorkerShape(slots=5, cpu=5, memory=10 * GiB)
