@@ -34,6 +34,7 @@ from airflow_provider_finegrained.planning.capacity import (
     CapacityOutcome,
     ExecutorRequest,
     decide_capacity,
+    queue_capacity,
 )
 from airflow_provider_finegrained.storage.locations import plain_name
 
@@ -199,12 +200,22 @@ class Grant:
         }
 
 
-def acquire(source: CapacitySource, request: ExecutorRequest, key: str, app_name: str) -> Grant:
+def acquire(
+    source: CapacitySource, request: ExecutorRequest, key: str, app_name: str, cluster_queue: bool = False
+) -> Grant:
     """Decide against the free capacity and reserve what was granted, atomically under the ledger lock.
 
-    Raises CapacityImpossible when no worker can ever hold one executor, CapacityWait when not even
-    the minimum fits now, and the source's error when the cluster cannot be asked.
+    ``cluster_queue`` (the connection's ``admission``): ask for the whole request and leave the waiting to the
+    cluster manager's queue; nothing is reserved, since the cluster manager, not this ledger, hands out what
+    frees up. Raises CapacityImpossible when no worker can ever hold one executor, CapacityWait when not even
+    the minimum fits now (never with ``cluster_queue``), and the source's error when the cluster cannot be asked.
     """
+    if cluster_queue:
+        capacity = source.read()
+        decision = queue_capacity(request, capacity.workers)
+        if decision.outcome is CapacityOutcome.IMPOSSIBLE:
+            raise CapacityImpossible(f"{decision.message} ({capacity.source})")
+        return Grant(decision, capacity, source)
     if source.ledger_folder is None:
         capacity = source.read()
         decision = _decide(request, capacity)

@@ -38,6 +38,8 @@ MiB: Final = 2**20
 GiB: Final = 2**30
 EXECUTOR_STARTS: Final = ("first_job", "start")
 """``executors_from``: when a region's application on a cluster asks for its executors."""
+ADMISSIONS: Final = ("fit_now", "cluster_queue")
+"""``admission``: how a region on a cluster is let in (``planning.capacity``'s two decisions)."""
 SPARK_MIN_MEMORY: Final = 450 * MiB
 """Spark refuses a JVM with less: 1.5 times its 300 MiB reserved memory."""
 MEMORY_OVERHEAD_FACTOR: Final = 0.10
@@ -386,6 +388,18 @@ class ResourceSettings(SettingsModel):
             choices=EXECUTOR_STARTS,
         ),
     ] = "first_job"
+    admission: Annotated[
+        Literal["fit_now", "cluster_queue"],
+        choice(
+            "Admission",
+            "How a region on a cluster gets its executors: 'fit_now' (FLIP-138) runs it on what is free now, "
+            "smaller when only part of it is, and defers it when not even its minimum fits; 'cluster_queue' asks "
+            "the cluster manager for every executor it planned and waits in the cluster manager's own queue for "
+            "those not free, never smaller (for a busy shared cluster: docs/simulation.md). Not for local masters.",
+            "fit_now",
+            choices=ADMISSIONS,
+        ),
+    ] = "fit_now"
 
     def resource_bounds(self) -> ResourceBounds:
         """The minimum and maximum resources of the connection (unset: no bound)."""

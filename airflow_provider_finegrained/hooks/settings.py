@@ -266,6 +266,11 @@ class ConnectionSettings(WarmPoolSettings, ParallelismSettings, ResourceSettings
             )
         if info.kind == "local-cluster":
             problems.extend(self._local_cluster_problems(info))
+        if info.kind == "local" and self.admission == "cluster_queue":
+            problems.append(
+                f"admission: 'cluster_queue' needs a cluster manager that queues applications, and master "
+                f"{self.master!r} runs in one JVM; allowed: 'fit_now'"
+            )
         if info.kind != "local":
             overhead = max(MIN_MEMORY_OVERHEAD, int(MEMORY_OVERHEAD_FACTOR * self.executor_memory))
             if self.executor_cores > self.total_cores:

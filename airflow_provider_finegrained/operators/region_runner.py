@@ -418,7 +418,8 @@ class RegionRunner:
         key = f"{self.dag.dag_id}/{self.run.run_id}/{self.region}/try={self.run.try_number}"
         stages = ", ".join(self.members)
         try:
-            grant = acquire(capacity_source(self.settings), request, key, self.app_name)
+            queue = self.settings.admission == "cluster_queue"
+            grant = acquire(capacity_source(self.settings), request, key, self.app_name, cluster_queue=queue)
         except CapacityImpossible as exc:
             raise CapacityImpossible(f"region {self.region} (stages {stages}): {exc}") from None
         except CapacityWait as exc:

@@ -166,20 +166,21 @@ def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], timeout_s: 
         time.sleep(0.5)
 
 
-def test_parallel_branches_together_asking_for_more_than_the_cluster_take_turns(
-    on_cluster: StandaloneCluster, tmp_path: Path
-) -> None:
+def run_two_branches(
+    cluster: StandaloneCluster, tmp_path: Path, run_id: str
+) -> tuple[str, str, list[frozenset[tuple[str, str, int]]]]:
+    """Run the left branch until it holds the whole cluster, then the right one; both logs, and what the master
+    listed meanwhile: (application id, state, cores granted) of ours, every half second."""
     write_dag_file("two_branches.py", textwrap.dedent(BRANCHES))
     # One DAG run both branches belong to, created up front: `tasks test` deletes a run it created itself.
-    run_id = "branches-1"
     for command in (["dags", "reserialize"], ["dags", "trigger", "two_branches", "--run-id", run_id]):
         subprocess.run([AIRFLOW, *command], check=True, capture_output=True, env=os.environ.copy(), timeout=300)
-    seen: list[frozenset[str]] = []
+    seen: list[frozenset[tuple[str, str, int]]] = []
     stop = threading.Event()
 
-    def watch_master() -> None:  # what the cluster saw: two of our applications at once would show here
+    def watch_master() -> None:
         while not stop.is_set():
-            seen.append(frozenset(a["id"] for a in our_apps(on_cluster, "two_branches")))
+            seen.append(frozenset((a["id"], a["state"], a["cores"]) for a in our_apps(cluster, "two_branches")))
             time.sleep(0.5)
 
     watcher = threading.Thread(target=watch_master, daemon=True)
@@ -189,9 +190,9 @@ def test_parallel_branches_together_asking_for_more_than_the_cluster_take_turns(
         # The left region holds the cluster: its application registered (WAITING, no executor before its
         # first job) and then got all four cores for its four tasks.
         deadline = time.monotonic() + 240
-        while not any(a["cores"] == 4 for a in our_apps(on_cluster, "two_branches")):
+        while not any(a["cores"] == 4 for a in our_apps(cluster, "two_branches")):
             assert left.poll() is None, left_log.read_text()[-3000:]
-            assert time.monotonic() < deadline, (our_apps(on_cluster, "two_branches"), left_log.read_text()[-3000:])
+            assert time.monotonic() < deadline, (our_apps(cluster, "two_branches"), left_log.read_text()[-3000:])
             time.sleep(0.5)
         watcher.start()
         right = tasks_test("right", run_id, right_log)
@@ -206,7 +207,14 @@ def test_parallel_branches_together_asking_for_more_than_the_cluster_take_turns(
         if left.poll() is None:
             os.killpg(left.pid, signal.SIGKILL)
     watcher.join(timeout=5)
-    left_text, right_text = left_log.read_text(), right_log.read_text()
+    return left_log.read_text(), right_log.read_text(), seen
+
+
+def test_parallel_branches_together_asking_for_more_than_the_cluster_take_turns(
+    on_cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    left_text, right_text, seen = run_two_branches(on_cluster, tmp_path, "branches-1")
+    ids = [frozenset(app[0] for app in apps) for apps in seen]
     # Each asked for four 1-core executors; the cluster has four cores. The second one waited its turn
     # in a deferred task instead of registering an application that would sit without executors: from the
     # moment the first held the cluster, the master never listed both applications at once.
@@ -214,7 +222,25 @@ def test_parallel_branches_together_asking_for_more_than_the_cluster_take_turns(
     assert "Deferring until capacity frees" in right_text
     assert "not enough free resources: asked for 4 executor(s) of 1 core(s)" in right_text
     assert "as_requested after waiting" in right_text
-    assert len(frozenset().union(*seen)) == 2 and max(len(ids) for ids in seen) == 1, seen
+    assert len(frozenset().union(*ids)) == 2 and max(len(apps) for apps in ids) == 1, seen
+
+
+def test_admission_cluster_queue_waits_in_the_masters_queue_for_the_whole_request(
+    on_cluster: StandaloneCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", connection(on_cluster, admission="cluster_queue"))
+    left_text, right_text, seen = run_two_branches(on_cluster, tmp_path, "branches-queue")
+    # Neither ran smaller nor deferred: the right one asked for all four while none was free, registered, and
+    # the master listed it waiting with no core next to the left one holding all four, then granted it cores.
+    assert "asking the cluster manager for 4 executor(s) of 1 core(s), 1.0 GiB, 4 of them free now" in left_text
+    assert "asking the cluster manager for 4 executor(s) of 1 core(s), 1.0 GiB, 0 of them free now" in right_text
+    assert "Deferring" not in right_text
+    assert any(len(apps) == 2 and sorted(app[2] for app in apps) == [0, 4] for apps in seen), seen
+    left_id = next(app[0] for apps in seen for app in apps if app[2] == 4)
+    right_cores = [app[2] for apps in seen for app in apps if app[0] != left_id]
+    assert max(right_cores) > 0, seen
+    trace = stage_results("two_branches", "branches-queue")[1]["right"]["trace"]
+    assert trace["capacity"]["outcome"] == "queued"
 
 
 # -- faults ------------------------------------------------------------------------------------------

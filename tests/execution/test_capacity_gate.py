@@ -1,16 +1,22 @@
-"""The run-time side of declarative resources: the region's minimum slots and its reduced profile (the
-minimum resources' Spark settings are tests/execution/test_executor_lifecycle.py's)."""
+"""The run-time side of declarative resources: the region's minimum slots, its reduced profile and the two
+admissions (the minimum resources' Spark settings are tests/execution/test_executor_lifecycle.py's)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from airflow_provider_finegrained.capacity import ReservationLedger
 from airflow_provider_finegrained.execution.capacity_gate import (
+    CapacityImpossible,
     CapacitySource,
+    CapacityWait,
+    acquire,
     minimum_slots,
     reduced_profile,
 )
-from airflow_provider_finegrained.planning import ClusterProfile
+from airflow_provider_finegrained.planning import CapacityOutcome, ClusterProfile, ExecutorRequest
 from tests.execution.test_executor_lifecycle import sizing
 
 GiB = 2**30
@@ -81,3 +87,22 @@ def test_capacity_source_follows_the_launcher(
     source = capacity_source(settings)
     assert (source.kind, source.urls, source.queue) == (kind, urls, queue)
     assert CapacitySource.from_dict(source.to_dict()) == source
+
+
+def test_cluster_queue_asks_for_the_whole_request_and_reserves_nothing(tmp_path: Path) -> None:
+    # 4 cores declared, 2 of them already granted to another region: 1 of the 3 2-core executors fits now.
+    source = CapacitySource("declared", cores=4, memory=16 * GiB, label="declared", ledger_folder=str(tmp_path))
+    other = ExecutorRequest(executors=1, cores=2, memory=GiB, parallelism=2, slots_per_executor=2)
+    acquire(source, other, "other", "other-app")
+    request = ExecutorRequest(executors=3, cores=2, memory=GiB, parallelism=6, min_parallelism=6, slots_per_executor=2)
+    with pytest.raises(CapacityWait, match="not enough free resources"):  # fit_now: below its minimum, it waits
+        acquire(source, request, "mine", "my-app")
+    grant = acquire(source, request, "mine", "my-app", cluster_queue=True)
+    assert (grant.decision.outcome, grant.decision.executors) == (CapacityOutcome.QUEUED, 3)
+    assert "3 executor(s) of 2 core(s), 1.0 GiB, 1 of them free now" in grant.decision.message
+    assert grant.reservation is None
+    with ReservationLedger(str(tmp_path)).locked() as view:
+        assert [r.key for r in view.reservations()] == ["other"]
+    too_big = ExecutorRequest(executors=1, cores=8, memory=GiB, parallelism=8)
+    with pytest.raises(CapacityImpossible, match="no worker can ever hold one executor of 8 core"):
+        acquire(source, too_big, "big", "big-app", cluster_queue=True)

@@ -426,6 +426,22 @@ def test_cluster_deploy_mode_on_cluster_managers(master: str) -> None:
     assert parse(master, deploy_mode="cluster", total_cores=8).deploy_mode == "cluster"
 
 
+@pytest.mark.parametrize("master", ["local[2]", "local"])
+def test_admission_cluster_queue_with_a_local_master_is_refused(master: str) -> None:
+    message = problems(master, admission="cluster_queue")
+    assert (
+        f"admission: 'cluster_queue' needs a cluster manager that queues applications, and master {master!r}" in message
+    )
+    assert "allowed: 'fit_now'" in message
+    assert parse(master).admission == "fit_now"
+
+
+@pytest.mark.parametrize("master", [STANDALONE, "yarn", "k8s://https://10.0.0.1:6443", "local-cluster[2,1,1024]"])
+def test_admission_cluster_queue_on_cluster_managers(master: str) -> None:
+    assert parse(master, admission="cluster_queue", total_cores=8).admission == "cluster_queue"
+    assert "admission: 'queue' is not one of" in problems(master, admission="queue", total_cores=8)
+
+
 def test_total_cores_may_not_exceed_local_threads() -> None:
     assert parse("local[4]", total_cores=2).total_cores == 2
     message = problems("local[4]", total_cores=8)
