@@ -21,10 +21,10 @@ Policies (docs/simulation.md):
 - ``provider+grow``: as ``provider``, but the bound is the executors the region REQUESTED: a region
   admitted smaller asks for the rest as executors free up (a change to the provider's decisions this
   simulator proposes, not what it does).
-- ``provider+queue``: the provider's sizing, but no admission of its own: every region asks the cluster
-  manager for all the executors it requested (at its first job, bounded by the request) and waits in the
-  cluster manager's queue like any application; only a region that could never fit is refused (a change
-  this simulator tries, not what the provider does).
+- ``provider+queue``: the provider with the connection's ``admission="cluster_queue"``: every region asks
+  the cluster manager for all the executors it requested (``queue_capacity``; at its first job, bounded by
+  the request) and waits in the cluster manager's queue like any application; only a region that could
+  never fit is refused; nothing is held in the ledger.
 
 ``streams`` (with ``horizon_s``) runs the workload closed-loop instead of at its arrival times, as TPC's
 throughput tests do: that many streams each start their next run when their last one ends, and the
@@ -60,6 +60,7 @@ from airflow_provider_finegrained.planning import (
     ParallelismConfig,
     WorkerCapacity,
     decide_capacity,
+    queue_capacity,
 )
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel
@@ -554,9 +555,7 @@ class Simulation:
         state.ran_with.update(planned.ran_with)
         # Places neither granted nor held for an admitted region; executors other applications already
         # asked for (a releasing variant asking again) come first.
-        free = self.cluster.free if self.cluster.waiting == 0 else 0
-        if self.queue:
-            free = self.spec.total_executors
+        free = self.cluster.free if self.cluster.waiting == 0 or self.queue else 0
         workers = [
             WorkerCapacity(
                 free_cores=free * self.spec.executor_cores,
@@ -565,7 +564,7 @@ class Simulation:
                 total_memory=self.spec.node_memory,
             )
         ]
-        capacity = decide_capacity(planned.request, workers)
+        capacity = (queue_capacity if self.queue else decide_capacity)(planned.request, workers)
         self.metrics.capacity_decisions += 1
         if capacity.outcome is CapacityOutcome.IMPOSSIBLE:
             raise RuntimeError(f"run {run.run_id} {region}: {capacity.message}")

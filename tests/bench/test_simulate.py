@@ -428,9 +428,9 @@ def test_provider_release_gives_back_executors_its_narrow_stage_leaves_idle() ->
         # Run 1 asked for both places (all there are) and was admitted with the 1 left; growing, it takes the place
         # run 0 gives back.
         ("provider+grow", [[2, 1]], {"as_requested": 1, "reduced": 1}),
-        # No admission of its own: run 1 asks the cluster for both, gets one at its first job and the other once
+        # admission="cluster_queue": run 1 asks the cluster for both, gets one at its first job and the other once
         # run 0 gives it back.
-        ("provider+queue", [[2, 2]], {"as_requested": 2}),
+        ("provider+queue", [[2, 2]], {"queued": 2}),
     ],
 )
 def test_provider_variants_that_get_more_than_the_free_places_a_region_was_admitted_on(
