@@ -161,7 +161,11 @@ class Metrics:
 
     def summary(self) -> dict[str, Any]:
         # Closed-loop, the runs finished by the horizon: started ones unfinished and unstarted are NaN.
-        done = [(a, f, q) for a, f, q in zip(self.arrivals, self.finishes, self.first_executor, strict=True) if f == f]
+        done = [
+            (a, f, q)
+            for a, f, q in zip(self.arrivals, self.finishes, self.first_executor, strict=True)
+            if not math.isnan(f)
+        ]
         arrivals, finishes, firsts = (list(column) for column in zip(*done, strict=True)) if done else ([], [], [])
         start = min(arrivals, default=0.0)
         end = self.horizon_s if self.horizon_s is not None else max(finishes)
@@ -512,10 +516,9 @@ class Simulation:
     def _registered(self, app: _App) -> None:
         self._account(app)
         app.blocked = True
-        if self.queue:
-            pass
-        elif self.at_first_job:
-            app.held = app.want  # asked for at the first job (_backlog), from these places first
+        if self.at_first_job:
+            # Asked for at the first job (_backlog), from the ledger's places first; cluster_queue holds none.
+            app.held = 0 if self.queue else app.want
         elif self.provider:
             app.target = app.want  # initial = max = what the capacity decision admitted
             self._granted(app, app.want)  # places held since the capacity decision
