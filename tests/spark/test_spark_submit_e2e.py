@@ -83,7 +83,10 @@ def test_app_writes_and_commits_its_output(tmp_path: Path) -> None:
         print(f"finegrained: application id {spark.sparkContext.applicationId}", flush=True)
         df = spark.range(0, 10000, numPartitions=4).selectExpr("id", "id % 7 AS k", "repeat('x', 20) AS s")
         committed = write_and_commit(df, sys.argv[1])
-        print("COMMITTED " + json.dumps(committed.to_dict()), flush=True)
+        # One write: unbuffered (the launcher sets PYTHONUNBUFFERED), print writes the newline apart and a JVM log
+        # line on the merged output could land between the two.
+        sys.stdout.write("COMMITTED " + json.dumps(committed.to_dict()) + "\\n")
+        sys.stdout.flush()
         spark.stop()
         """,
     )
@@ -243,7 +246,8 @@ def test_secret_properties_file_keeps_spark_defaults_and_precedence(tmp_path: Pa
 
         conf = SparkSession.builder.getOrCreate().sparkContext.getConf()
         keys = ["spark.finegrained.from.defaults", "spark.finegrained.db.password", "spark.finegrained.public.setting"]
-        print("CONF " + json.dumps({key: conf.get(key, None) for key in keys}), flush=True)
+        sys.stdout.write("CONF " + json.dumps({key: conf.get(key, None) for key in keys}) + "\\n")  # one write
+        sys.stdout.flush()
         """,
     )
     check_java()
