@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
     ExecutorRequest,
+    WorkerCapacity,
     decide_capacity,
     queue_capacity,
 )
@@ -212,10 +213,7 @@ def acquire(
     """
     if cluster_queue:
         capacity = source.read()
-        decision = queue_capacity(request, capacity.workers)
-        if decision.outcome is CapacityOutcome.IMPOSSIBLE:
-            raise CapacityImpossible(f"{decision.message} ({capacity.source})")
-        return Grant(decision, capacity, source)
+        return Grant(_decide(request, capacity, queue_capacity), capacity, source)
     if source.ledger_folder is None:
         capacity = source.read()
         decision = _decide(request, capacity)
@@ -239,8 +237,12 @@ def acquire(
     return Grant(decision, capacity, source, reservation)
 
 
-def _decide(request: ExecutorRequest, capacity: ClusterCapacity) -> CapacityDecision:
-    decision = decide_capacity(request, capacity.workers)
+def _decide(
+    request: ExecutorRequest,
+    capacity: ClusterCapacity,
+    decide: Callable[[ExecutorRequest, Sequence[WorkerCapacity]], CapacityDecision] = decide_capacity,
+) -> CapacityDecision:
+    decision = decide(request, capacity.workers)
     if decision.outcome is CapacityOutcome.IMPOSSIBLE:
         raise CapacityImpossible(f"{decision.message} ({capacity.source})")
     if decision.outcome is CapacityOutcome.WAIT:
