@@ -1,7 +1,7 @@
 """A shared cluster's cost: K concurrent DAG runs of mixed scales on one loopback standalone cluster.
 
 One ``airflow standalone`` (LocalExecutor) and one standalone Spark cluster (``--workers`` workers on
-127.0.0.1) serve both policies (``policies.py``), one policy at a time, alternating the order per
+127.0.0.1) serve every policy (``policies.py``), one policy at a time, alternating the order per
 repeat. Each policy run triggers K DAG runs at once (one per scale in ``--scales``) and waits until all
 end. From the Spark event logs of the applications that started in that window: makespan (first trigger
 to last run's end), queueing (each application's start to its first executor), executor core-seconds
@@ -33,13 +33,16 @@ from bench.shared_cluster.events import AppUsage, idle_totals, read_apps
 from bench.shared_cluster.policies import (
     DYNAMIC_DAG_ID,
     PROVIDER_DAG_ID,
+    QUEUE_CONN_ID,
+    QUEUE_DAG_ID,
     REPO,
     Shape,
     dynamic_dag_text,
     provider_connection,
+    queue_dag_text,
 )
 
-POLICIES = {"dynamic": DYNAMIC_DAG_ID, "provider": PROVIDER_DAG_ID}
+POLICIES = {"dynamic": DYNAMIC_DAG_ID, "provider": PROVIDER_DAG_ID, "provider+queue": QUEUE_DAG_ID}
 RUN_TIMEOUT_S = 3600
 """One policy's K runs took under 30 minutes at a load of 30; an hour means Airflow is stuck."""
 
@@ -48,7 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.shared_cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="0.01,0.01,0.1,0.1,0.3,1", help="one DAG run per entry, all at once")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--policies", default="dynamic,provider")
+    parser.add_argument("--policies", default="dynamic,provider", help=f"some of {', '.join(POLICIES)}")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores-per-worker", type=int, default=4)
     parser.add_argument("--memory-per-worker", default="6g")
@@ -127,13 +130,20 @@ def _standalone(
     (dags / "tpch_dynamic.py").write_text(
         dynamic_dag_text(cluster.master_url, shape, events["dynamic"], work / "dyn-out")
     )
+    (dags / "tpch_pipeline_queue.py").write_text(
+        queue_dag_text((REPO / "dags_examples" / "tpch_pipeline.py").read_text())
+    )
     memory = f"{int(args.memory_per_worker[:-1]) * args.workers}{args.memory_per_worker[-1]}"
-    connection = provider_connection(cluster, shape, events["provider"], total_cores, memory)
     env = airflow_env(
         home,
         free_port(),
         {
-            "AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT": connection,
+            "AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT": provider_connection(
+                cluster, shape, events["provider"], total_cores, memory
+            ),
+            f"AIRFLOW_CONN_{QUEUE_CONN_ID.upper()}": provider_connection(
+                cluster, shape, events["provider+queue"], total_cores, memory, admission="cluster_queue"
+            ),
             "AIRFLOW__CORE__PARALLELISM": str(args.parallelism),
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(args.parallelism),
             "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "64",
@@ -225,14 +235,21 @@ def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str,
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Per policy, medians over repeats; and the provider against dynamic allocation."""
+    """Per policy, medians over repeats; and each of the provider's policies against dynamic allocation
+    (``vs_dynamic``: dynamic's figure over the policy's, above 1 where the policy does better)."""
     keys = ("makespan_s", "reserved_core_s", "used_core_s", "queue_s", "applications", "tasks")
     out: dict[str, Any] = {
         p: {k: statistics.median(r[k] for r in rs) for k in keys} | {"repeats": len(rs)} for p, rs in runs.items() if rs
     }
-    if "provider" in out and "dynamic" in out:
-        out["reserved_ratio"] = out["dynamic"]["reserved_core_s"] / max(out["provider"]["reserved_core_s"], 1e-9)
-        out["makespan_ratio"] = out["dynamic"]["makespan_s"] / max(out["provider"]["makespan_s"], 1e-9)
+    if "dynamic" in out:
+        out["vs_dynamic"] = {
+            p: {
+                "reserved_ratio": out["dynamic"]["reserved_core_s"] / max(out[p]["reserved_core_s"], 1e-9),
+                "makespan_ratio": out["dynamic"]["makespan_s"] / max(out[p]["makespan_s"], 1e-9),
+            }
+            for p in POLICIES
+            if p != "dynamic" and p in out
+        }
     return out
 
 
@@ -251,12 +268,11 @@ def render(results: dict[str, Any]) -> str:
                 f"| {i} | {policy} | {'yes' if r['ok'] else 'NO'} | {r['makespan_s']:.0f} | {r['applications']} | "
                 f"{r['reserved_core_s']:.0f} | {r['used_core_s']:.0f} | {share:.2f} | {r['queue_s']:.0f} |"
             )
-    summary = results.get("summary") or {}
-    if "reserved_ratio" in summary:
+    for policy, ratio in ((results.get("summary") or {}).get("vs_dynamic") or {}).items():
         lines += [
             "",
-            f"Medians: dynamic allocation reserved {summary['reserved_ratio']:.2f}x the provider's core-seconds; "
-            f"its makespan was {summary['makespan_ratio']:.2f}x the provider's.",
+            f"Medians: dynamic allocation reserved {ratio['reserved_ratio']:.2f}x {policy}'s core-seconds; "
+            f"its makespan was {ratio['makespan_ratio']:.2f}x {policy}'s.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -8,6 +8,8 @@
 Both run under the same ``airflow standalone`` (LocalExecutor), on the same cluster, one policy at a time.
 - ``provider``: the example DAG itself, cold: each pipelined
   region one application sized by the provider from the bytes it consumes and the cluster's free capacity.
+- ``provider+queue``: the same DAG under another id and a connection with ``admission="cluster_queue"``:
+  each region asks the master for its whole request and waits in the master's queue, never smaller.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 STAGE_APP = REPO / "bench" / "compare" / "stage_app.py"
 PROVIDER_DAG_ID = "tpch_pipeline"
 DYNAMIC_DAG_ID = "tpch_dynamic_allocation"
+QUEUE_DAG_ID = "tpch_pipeline_queue"
+QUEUE_CONN_ID = "finegrained_spark_queue"
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,19 @@ def dynamic_dag_text(master: str, shape: Shape, events: Path, out_root: Path) ->
     )
 
 
-def provider_connection(cluster: Any, shape: Shape, events: Path, total_cores: int, total_memory: str) -> str:
+def queue_dag_text(example: str) -> str:
+    """The example DAG as ``provider+queue`` runs it: its own id, every stage on the queueing connection."""
+    old = 'dag_id="tpch_pipeline",'
+    if example.count(old) != 1:
+        raise ValueError(f"the example DAG no longer declares {old!r} once: update queue_dag_text")
+    return example.replace(
+        old, f"dag_id={QUEUE_DAG_ID!r}, default_args={{'finegrained_spark_conn_id': {QUEUE_CONN_ID!r}}},"
+    )
+
+
+def provider_connection(
+    cluster: Any, shape: Shape, events: Path, total_cores: int, total_memory: str, admission: str = "fit_now"
+) -> str:
     """The finegrained_spark connection of the provider's runs (cold regions on the standalone master)."""
     return json.dumps(
         {
@@ -113,6 +129,7 @@ def provider_connection(cluster: Any, shape: Shape, events: Path, total_cores: i
                 "executor_memory": shape.executor_memory,
                 "driver_memory": shape.driver_memory,
                 "capacity_poll_interval": 1,
+                "admission": admission,
                 # A busy scheduler (load 30 on 2 cores) took the deferring try's exit 13 to 20 s after the
                 # deferral: at the default 10 s, 4 tasks failed on Airflow's stale-event race
                 # (apache/airflow#72716; docs/cluster.md says to raise it on a busy scheduler).

@@ -11,7 +11,17 @@ import pytest
 from bench.compare.pipeline import STAGES
 from bench.shared_cluster.__main__ import measure, summarize
 from bench.shared_cluster.events import AppUsage, parse_events, read_apps
-from bench.shared_cluster.policies import DYNAMIC_DAG_ID, Shape, dynamic_dag_text, upstream_stages
+from bench.shared_cluster.policies import (
+    DYNAMIC_DAG_ID,
+    QUEUE_CONN_ID,
+    QUEUE_DAG_ID,
+    REPO,
+    Shape,
+    dynamic_dag_text,
+    provider_connection,
+    queue_dag_text,
+    upstream_stages,
+)
 
 
 def _event(kind: str, t: float, **fields: Any) -> str:
@@ -85,8 +95,12 @@ def test_only_applications_started_inside_the_policy_s_window_count() -> None:
     inside, before = parse_events(_app()), AppUsage(app_id="old", start=50.0, end=60.0)
     result = measure([inside, before], started=99.0, ended=130.0)
     assert (result["applications"], result["makespan_s"], result["reserved_core_s"]) == (1, 31.0, 35.0)
-    summary = summarize({"dynamic": [result | {"reserved_core_s": 70.0}], "provider": [result]})
-    assert summary["reserved_ratio"] == pytest.approx(2.0)
+    queued = result | {"reserved_core_s": 50.0, "makespan_s": 62.0}
+    summary = summarize(
+        {"dynamic": [result | {"reserved_core_s": 70.0}], "provider": [result], "provider+queue": [queued]}
+    )
+    assert summary["vs_dynamic"]["provider"] == {"reserved_ratio": pytest.approx(2.0), "makespan_ratio": 1.0}
+    assert summary["vs_dynamic"]["provider+queue"] == {"reserved_ratio": pytest.approx(1.4), "makespan_ratio": 0.5}
 
 
 def test_the_baseline_dag_runs_one_spark_submit_per_stage_with_dynamic_allocation(tmp_path: Path) -> None:
@@ -101,6 +115,26 @@ def test_the_baseline_dag_runs_one_spark_submit_per_stage_with_dynamic_allocatio
         for up in upstream_stages(stage):
             assert f"t[{up!r}] >> t[{stage!r}]" in text
     assert upstream_stages("q3_join") == ["customer_orders", "lineitem_projected"]
+
+
+def test_the_queue_policy_runs_the_example_dag_under_its_own_id_on_a_cluster_queue_connection(tmp_path: Path) -> None:
+    example = (REPO / "dags_examples" / "tpch_pipeline.py").read_text()
+    text = queue_dag_text(example)
+    compile(text, "tpch_pipeline_queue.py", "exec")
+    assert f"dag_id={QUEUE_DAG_ID!r}, default_args={{'finegrained_spark_conn_id': {QUEUE_CONN_ID!r}}}," in text
+    assert (
+        text.replace(
+            f"dag_id={QUEUE_DAG_ID!r}, default_args={{'finegrained_spark_conn_id': {QUEUE_CONN_ID!r}}},",
+            'dag_id="tpch_pipeline",',
+        )
+        == example
+    )
+    with pytest.raises(ValueError, match="update queue_dag_text"):
+        queue_dag_text(example.replace('dag_id="tpch_pipeline"', 'dag_id="renamed"'))
+    cluster = type("Cluster", (), {"master_url": "spark://127.0.0.1:7077", "webui_url": "http://127.0.0.1:8080"})()
+    extra = json.loads(provider_connection(cluster, Shape(), tmp_path, 8, "12g", admission="cluster_queue"))["extra"]
+    assert (extra["admission"], extra["total_cores"], extra["warm_pool"]) == ("cluster_queue", 8, "off")
+    assert json.loads(provider_connection(cluster, Shape(), tmp_path, 8, "12g"))["extra"]["admission"] == "fit_now"
 
 
 def test_event_logs_are_read_from_plain_files_and_rolling_log_folders(tmp_path: Path) -> None:
