@@ -124,7 +124,7 @@ def test_tpch_pipeline_on_the_cluster_answers_right_and_spreads_tasks_evenly(
     print("tasks per executor:", json.dumps({f"{k[0]}#{k[1]}": v for k, v in spreads.items()}))
 
 
-# -- parallel branches of one DAG do not oversubscribe the cluster ------------------------------------
+# -- parallel branches of one DAG do not oversubscribe the cluster, under either admission ------------
 
 BRANCHES = """
 import time, pendulum
@@ -142,9 +142,19 @@ def busy(spark, seconds):
 
 
 with DAG("two_branches", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
-    Stage(task_id="left", python_callable=busy, op_kwargs={"seconds": 25}, parallelism=4)
+    Stage(task_id="left", python_callable=busy, op_kwargs={"seconds": 35}, parallelism=4)
     Stage(task_id="right", python_callable=busy, op_kwargs={"seconds": 1}, parallelism=4)
+    Stage(
+        task_id="queued",
+        python_callable=busy,
+        op_kwargs={"seconds": 1},
+        parallelism=4,
+        finegrained_spark_conn_id="finegrained_spark_queue",
+    )
 """
+
+App = tuple[str, str, int]
+"""(application id, state, cores granted) as the master lists one of ours."""
 
 
 def tasks_test(task: str, run_id: str, log: Path) -> subprocess.Popen[bytes]:
@@ -158,89 +168,76 @@ def tasks_test(task: str, run_id: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while text not in log.read_text():
-        assert process.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f"{text!r} never appeared:\n{log.read_text()[-3000:]}"
-        time.sleep(0.5)
-
-
-def run_two_branches(
+def run_branches(
     cluster: StandaloneCluster, tmp_path: Path, run_id: str
-) -> tuple[str, str, list[frozenset[tuple[str, str, int]]]]:
-    """Run the left branch until it holds the whole cluster, then the right one; both logs, and what the master
-    listed meanwhile: (application id, state, cores granted) of ours, every half second."""
+) -> tuple[dict[str, str], list[frozenset[App]]]:
+    """Run the left branch until it holds the whole cluster, then the other two at once; their logs, and what
+    the master listed meanwhile, every half second."""
     write_dag_file("two_branches.py", textwrap.dedent(BRANCHES))
-    # One DAG run both branches belong to, created up front: `tasks test` deletes a run it created itself.
+    # One DAG run the branches belong to, created up front: `tasks test` deletes a run it created itself.
     for command in (["dags", "reserialize"], ["dags", "trigger", "two_branches", "--run-id", run_id]):
         subprocess.run([AIRFLOW, *command], check=True, capture_output=True, env=os.environ.copy(), timeout=300)
-    seen: list[frozenset[tuple[str, str, int]]] = []
+    seen: list[frozenset[App]] = []
     stop = threading.Event()
+
+    def listed() -> frozenset[App]:
+        apps = our_apps(cluster, "two_branches")
+        return frozenset((a["id"], a["state"], a["cores"]) for a in apps)
 
     def watch_master() -> None:
         while not stop.is_set():
-            seen.append(frozenset((a["id"], a["state"], a["cores"]) for a in our_apps(cluster, "two_branches")))
+            seen.append(listed())
             time.sleep(0.5)
 
     watcher = threading.Thread(target=watch_master, daemon=True)
-    left_log, right_log = tmp_path / "left.log", tmp_path / "right.log"
-    left = tasks_test("left", run_id, left_log)
+    logs = {task: tmp_path / f"{task}.log" for task in ("left", "right", "queued")}
+    running = {"left": tasks_test("left", run_id, logs["left"])}
     try:
         # The left region holds the cluster: its application registered (WAITING, no executor before its
         # first job) and then got all four cores for its four tasks.
         deadline = time.monotonic() + 240
-        while not any(a["cores"] == 4 for a in our_apps(cluster, "two_branches")):
-            assert left.poll() is None, left_log.read_text()[-3000:]
-            assert time.monotonic() < deadline, (our_apps(cluster, "two_branches"), left_log.read_text()[-3000:])
+        while not any(app[2] == 4 for app in listed()):
+            assert running["left"].poll() is None, logs["left"].read_text()[-3000:]
+            assert time.monotonic() < deadline, (listed(), logs["left"].read_text()[-3000:])
             time.sleep(0.5)
         watcher.start()
-        right = tasks_test("right", run_id, right_log)
-        try:
-            assert left.wait(timeout=300) == 0, left_log.read_text()[-3000:]
-            assert right.wait(timeout=300) == 0, right_log.read_text()[-3000:]
-        finally:
-            if right.poll() is None:
-                os.killpg(right.pid, signal.SIGKILL)
+        running |= {task: tasks_test(task, run_id, logs[task]) for task in ("right", "queued")}
+        for task, process in running.items():
+            assert process.wait(timeout=300) == 0, (task, logs[task].read_text()[-3000:])
     finally:
         stop.set()
-        if left.poll() is None:
-            os.killpg(left.pid, signal.SIGKILL)
+        for process in running.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
     watcher.join(timeout=5)
-    return left_log.read_text(), right_log.read_text(), seen
+    return {task: log.read_text() for task, log in logs.items()}, seen
 
 
-def test_parallel_branches_together_asking_for_more_than_the_cluster_take_turns(
-    on_cluster: StandaloneCluster, tmp_path: Path
-) -> None:
-    left_text, right_text, seen = run_two_branches(on_cluster, tmp_path, "branches-1")
-    ids = [frozenset(app[0] for app in apps) for apps in seen]
-    # Each asked for four 1-core executors; the cluster has four cores. The second one waited its turn
-    # in a deferred task instead of registering an application that would sit without executors: from the
-    # moment the first held the cluster, the master never listed both applications at once.
-    assert "running as planned: 4 executor(s) of 1 core(s)" in left_text
-    assert "Deferring until capacity frees" in right_text
-    assert "not enough free resources: asked for 4 executor(s) of 1 core(s)" in right_text
-    assert "as_requested after waiting" in right_text
-    assert len(frozenset().union(*ids)) == 2 and max(len(apps) for apps in ids) == 1, seen
-
-
-def test_admission_cluster_queue_waits_in_the_masters_queue_for_the_whole_request(
+def test_parallel_branches_asking_for_more_than_the_cluster_take_turns_under_either_admission(
     on_cluster: StandaloneCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", connection(on_cluster, admission="cluster_queue"))
-    left_text, right_text, seen = run_two_branches(on_cluster, tmp_path, "branches-queue")
-    # Neither ran smaller nor deferred: the right one asked for all four while none was free, registered, and
-    # the master listed it waiting with no core next to the left one holding all four, then granted it cores.
-    assert "asking the cluster manager for 4 executor(s) of 1 core(s), 1.0 GiB, 4 of them free now" in left_text
-    assert "asking the cluster manager for 4 executor(s) of 1 core(s), 1.0 GiB, 0 of them free now" in right_text
-    assert "Deferring" not in right_text
-    assert any(len(apps) == 2 and sorted(app[2] for app in apps) == [0, 4] for apps in seen), seen
-    left_id = next(app[0] for apps in seen for app in apps if app[2] == 4)
-    right_cores = [app[2] for apps in seen for app in apps if app[0] != left_id]
-    assert max(right_cores) > 0, seen
-    trace = stage_results("two_branches", "branches-queue")[1]["right"]["trace"]
-    assert trace["capacity"]["outcome"] == "queued"
+    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_QUEUE", connection(on_cluster, admission="cluster_queue"))
+    logs, seen = run_branches(on_cluster, tmp_path, "branches-1")
+    traces = {task: result["trace"] for task, result in stage_results("two_branches", "branches-1")[1].items()}
+    task_of = {trace["application_id"]: task for task, trace in traces.items()}
+    listings = [{task_of.get(app_id, app_id): (state, cores) for app_id, state, cores in apps} for apps in seen]
+    # Each asked for four 1-core executors; the cluster has four cores, and the left one held them all.
+    assert "running as planned: 4 executor(s) of 1 core(s)" in logs["left"]
+    # fit_now (right): it waited its turn in a deferred task instead of registering an application that
+    # would sit without executors: the master never listed its application next to another.
+    assert "Deferring until capacity frees" in logs["right"]
+    assert "not enough free resources: asked for 4 executor(s) of 1 core(s)" in logs["right"]
+    assert traces["right"]["capacity"]["outcome"] == "as_requested after waiting"
+    assert any("right" in apps for apps in listings), listings
+    assert all(len(apps) == 1 for apps in listings if "right" in apps), listings
+    # cluster_queue (queued): neither smaller nor deferred. It asked for all four while none was free,
+    # registered, and the master listed it waiting with no core next to the left one holding all four, then
+    # granted it cores.
+    assert "asking the cluster manager for 4 executor(s) of 1 core(s), 1.0 GiB, 0 of them free now" in logs["queued"]
+    assert "Deferring" not in logs["queued"]
+    assert traces["queued"]["capacity"]["outcome"] == "queued"
+    assert any({task: cores for task, (_, cores) in apps.items()} == {"left": 4, "queued": 0} for apps in listings)
+    assert max(apps["queued"][1] for apps in listings if "queued" in apps) > 0, listings
 
 
 # -- faults ------------------------------------------------------------------------------------------
