@@ -124,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 EARLIER_RUN, cost, loopback, grid=same_fit, simulate_as=EARLIER_RUN_AS
             )
             checks.append(results["validation_earlier_run"])
+        if args.measured == default_measured() and QUEUE_RUN.exists():
+            # A later run with its own dynamic-allocation run, on which it is fitted; both provider policies held out.
+            results["validation_queue_run"] = validate(QUEUE_RUN, cost, loopback)
+            checks.append(results["validation_queue_run"])
         results["validated"] = all(check["validated"] for check in checks)
         results["status"] = status(checks)
         quiet = replace(loopback, background_load=0.0, executor_warmup_cpu_s=fitted["executor_warmup_cpu_s"])
@@ -162,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 EARLIER_RUN = RESULTS / "shared_cluster-executors-at-start" / "shared_cluster.json"
 """Item 2's first full run: its provider asked for every executor at the start (before commit 0610101)."""
 EARLIER_RUN_AS = {"provider": "provider+start"}
+QUEUE_RUN = RESULTS / "shared_cluster-queue" / "shared_cluster.json"
+"""Item 2's third run (45ce720): provider+queue (admission cluster_queue), the provider and dynamic allocation."""
 
 
 def status(checks: list[dict[str, Any]]) -> str:
@@ -260,6 +266,22 @@ def markdown(results: dict[str, Any]) -> str:
             "|---|---|---:|---:|---:|---|",
         ]
         lines += [cells for _, _, cells in _validation_rows(e["comparison"])]
+        lines.append("")
+    if "validation_queue_run" in results:
+        q = results["validation_queue_run"]
+        fit = q["fit"]
+        lines += [
+            "## Validation against item 2's third run (fitted on its own dynamic-allocation run)",
+            "",
+            f"Measured file: `{q['measured_file']}`; the same loopback model, fitted on this run's "
+            f"{fit['policy']}: background load {fit['background_load']:g}, executor warm-up "
+            f"{fit['executor_warmup_cpu_s']:g} CPU s, driver per job {fit['driver_job_cpu_s']:g} CPU s. Both provider "
+            "policies are held out.",
+            "",
+            "| policy | figure | measured | simulated | ratio | within 20% |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        lines += [cells for _, _, cells in _validation_rows(q["comparison"])]
         lines.append("")
     mode = results["shared_cluster_mode"]
     lines += [
