@@ -43,6 +43,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--image", type=Path, default=IMAGE)
     parser.add_argument("--sweep-oracle", action="store_true", help="sweep the oracle's partitions first")
     parser.add_argument("--sweep-repeats", type=int, default=1)
+    parser.add_argument(
+        "--sweep-file",
+        type=Path,
+        default=SWEEP_FILE,
+        help="where the sweep is written and the oracle's partitions read",
+    )
     parser.add_argument("--no-plan-scaling", action="store_true", help="skip the planner's scaling benchmark")
     parser.add_argument("--smoke", action="store_true", help="mark the results as a smoke run")
     parser.add_argument("--report-only", action="store_true", help="rewrite the reports from compare-results.json")
@@ -115,7 +121,7 @@ def _run_all(
 ) -> int:
     runs: list[dict[str, Any]] = []
     partitions_used: dict[str, Any] = {}
-    sweeps = oracle.load_sweep(SWEEP_FILE)
+    sweeps = oracle.load_sweep(args.sweep_file)
     doc: dict[str, Any] = {}
     warm = [v for v in variants if v.warm]
     pool_start_s = None
@@ -128,8 +134,8 @@ def _run_all(
         setup = Setup(tables=tables_for(scale, args.data), work=work, master=master, airflow_home=airflow_home)
         if args.sweep_oracle:
             sweeps[key] = sweep(setup, scale, work, args.sweep_repeats)
-            SWEEP_FILE.write_text(json.dumps(sweeps, indent=2) + "\n")
-        setup.oracle_partitions, source = oracle.partitions_for(scale, SWEEP_FILE)
+            args.sweep_file.write_text(json.dumps(sweeps, indent=2) + "\n")
+        setup.oracle_partitions, source = oracle.partitions_for(scale, args.sweep_file)
         partitions_used[key] = (setup.oracle_partitions, source)
         reference: dict[str, Rows] | None = None
         for repeat in range(1, args.repeats + 1):
