@@ -49,7 +49,7 @@ from bench.compare.variants import Variant
 RESULTS = REPO / "bench" / "results"
 SWEEP_FILE = RESULTS / "compare-oracle-sweep.json"
 NEAR_BEST = 0.05
-"""A sweep candidate within 5% of the best time counts as near-best (the sweep is one sample per point)."""
+"""A sweep candidate within 5% of the best time counts as near-best (one sample per point cannot tell them apart)."""
 WITHIN = 0.25
 """The goal: the decided parallelism within 25% of the swept best."""
 
@@ -71,9 +71,9 @@ def history_records(storage: Path) -> dict[str, dict[str, dict[str, Any]]]:
     return {stage: {r.run_id: r.to_dict() for r in store.runs(stage, limit=1000)} for stage in STAGES}
 
 
-def swept(scale: str) -> dict[str, dict[str, Any]]:
+def swept(scale: str, sweep_file: Path = SWEEP_FILE) -> dict[str, dict[str, Any]]:
     """Per stage at ``scale``: the best candidate and the near-best ones (within NEAR_BEST of its time)."""
-    data = json.loads(SWEEP_FILE.read_text()) if SWEEP_FILE.exists() else {}
+    data = json.loads(sweep_file.read_text()) if sweep_file.exists() else {}
     if scale not in data:
         return {}
     candidates = data[scale]["candidates"]
@@ -135,12 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="rewrite history.md from history.json")
+    parser.add_argument("--sweep-file", type=Path, default=SWEEP_FILE, help="the oracle sweep to judge against")
     args = parser.parse_args(argv)
     if args.report_only:
         doc = json.loads((args.results / "history.json").read_text())
         for run in doc["runs"]:  # the sweep's verdicts again, as this version of the harness reads them
-            sweep = swept(run["scale"])
+            sweep = swept(run["scale"], args.sweep_file)
             run["stages"] = [with_sweep(stage, sweep.get(stage["stage"])) for stage in run["stages"]]
+        doc["sweep_file"] = args.sweep_file.name
         (args.results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
         (args.results / "history.md").write_text(markdown(doc))
         return 0
@@ -165,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             wall = time.perf_counter() - clock
             run_id = result.metrics["run_id"]
             records = history_records(home / "finegrained" / "storage")
-            sweep = swept(scale_key(scale))
+            sweep = swept(scale_key(scale), args.sweep_file)
             stages = [row(s, records[s][run_id], sweep.get(s)) for s in STAGES if run_id in records[s]]
             runs.append(
                 {"run": i, "scale": scale_key(scale), "variant": v.label, "run_id": run_id, "wall_s": wall,
@@ -173,14 +175,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}
             )  # fmt: skip
             print(f"run {i} SF {scale_key(scale)} ({v.label}): {wall:.1f} s", flush=True)
-            write(args.results, command, args.min_runs, runs)
+            write(args.results, command, args.min_runs, runs, args.sweep_file)
     finally:
         stop_warm_pools(home)
     return 0
 
 
-def write(results: Path, command: str, min_runs: int, runs: list[dict[str, Any]]) -> None:
+def write(results: Path, command: str, min_runs: int, runs: list[dict[str, Any]], sweep_file: Path) -> None:
     doc = {"command": command, "min_runs": min_runs, "machine": machine_info(), "runs": runs}
+    doc["sweep_file"] = sweep_file.name
     (results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
     (results / "history.md").write_text(markdown(doc))
 
@@ -240,6 +243,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "# Estimates corrected by history: TPC-H in sequence at growing scales",
         "",
         f"Command: `{doc['command']}` (N = history_min_runs = {doc['min_runs']}; every figure is one run).",
+        "",
+        f"Swept best from `{doc.get('sweep_file', SWEEP_FILE.name)}`.",
         "",
     ]
     lines += side_by_side(doc["runs"])
