@@ -244,7 +244,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         f"Command: `{doc['command']}` (N = history_min_runs = {doc['min_runs']}; every figure is one run).",
         "",
-        f"Swept best from `{doc.get('sweep_file', SWEEP_FILE.name)}`.",
+        f"Swept best from `{doc.get('sweep_file', SWEEP_FILE.name)}` at the scales it has; at any other, as"
+        " recorded with the run.",
         "",
     ]
     lines += side_by_side(doc["runs"])
