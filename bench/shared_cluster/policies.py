@@ -1,15 +1,15 @@
-"""The two ways K concurrent DAG runs use one standalone cluster.
+"""The ways K concurrent DAG runs use one standalone cluster.
 
 - ``dynamic``: what a team sets once and forgets. Every DAG task is its own application (a
   ``spark-submit`` per stage, as a SparkSubmitOperator per task does), with Spark's dynamic allocation
   (shuffle tracking, 0 to ``max_executors`` executors of a fixed shape) and AQE on with its defaults
   (200 shuffle partitions, coalesced), as a DAG of BashOperators (generated here) wired like the example.
-
-Both run under the same ``airflow standalone`` (LocalExecutor), on the same cluster, one policy at a time.
 - ``provider``: the example DAG itself, cold: each pipelined
   region one application sized by the provider from the bytes it consumes and the cluster's free capacity.
 - ``provider+queue``: the same DAG under another id and a connection with ``admission="cluster_queue"``:
   each region asks the master for its whole request and waits in the master's queue, never smaller.
+
+Every policy runs under the same ``airflow standalone`` (LocalExecutor), on the same cluster, one at a time.
 """
 
 from __future__ import annotations
