@@ -227,6 +227,7 @@ def test_parallel_branches_asking_for_more_than_the_cluster_take_turns_under_eit
     # would sit without executors: the master never listed its application next to another.
     assert "Deferring until capacity frees" in logs["right"]
     assert "not enough free resources: asked for 4 executor(s) of 1 core(s)" in logs["right"]
+    assert "as_requested after waiting" in logs["right"]
     assert traces["right"]["capacity"]["outcome"] == "as_requested after waiting"
     assert any("right" in apps for apps in listings), listings
     assert all(len(apps) == 1 for apps in listings if "right" in apps), listings
@@ -236,7 +237,9 @@ def test_parallel_branches_asking_for_more_than_the_cluster_take_turns_under_eit
     assert "asking the cluster manager for 4 executor(s) of 1 core(s), 1.0 GiB, 0 of them free now" in logs["queued"]
     assert "Deferring" not in logs["queued"]
     assert traces["queued"]["capacity"]["outcome"] == "queued"
-    assert any({task: cores for task, (_, cores) in apps.items()} == {"left": 4, "queued": 0} for apps in listings)
+    assert any({task: cores for task, (_, cores) in apps.items()} == {"left": 4, "queued": 0} for apps in listings), (
+        listings
+    )
     assert max(apps["queued"][1] for apps in listings if "queued" in apps) > 0, listings
 
 
