@@ -189,6 +189,20 @@ def status(checks: list[dict[str, Any]]) -> str:
     )
 
 
+def _held_out_section(title: str, intro: str, check: dict[str, Any]) -> list[str]:
+    """A validation's title, what it was checked against, and its table (no unshared-cores column)."""
+    return [
+        title,
+        "",
+        intro,
+        "",
+        "| policy | figure | measured | simulated | ratio | within 20% |",
+        "|---|---|---:|---:|---:|---|",
+        *(cells for _, _, cells in _validation_rows(check["comparison"])),
+        "",
+    ]
+
+
 def _validation_rows(comparison: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
     """(policy, figure, the table row's cells up to "within 20%") for a validation's comparison."""
     out = []
@@ -256,33 +270,23 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
     if "validation_earlier_run" in results:
         e = results["validation_earlier_run"]
-        lines += [
+        lines += _held_out_section(
             "## Validation against item 2's earlier run (held out entirely)",
-            "",
             f"Measured file: `{e['measured_file']}`, simulated as {e['simulated_as']} (its provider asked for every "
             "executor at the start); the same loopback model and fit (its dynamic-allocation run is the one above).",
-            "",
-            "| policy | figure | measured | simulated | ratio | within 20% |",
-            "|---|---|---:|---:|---:|---|",
-        ]
-        lines += [cells for _, _, cells in _validation_rows(e["comparison"])]
-        lines.append("")
+            e,
+        )
     if "validation_queue_run" in results:
         q = results["validation_queue_run"]
         fit = q["fit"]
-        lines += [
+        lines += _held_out_section(
             "## Validation against item 2's third run (fitted on its own dynamic-allocation run)",
-            "",
             f"Measured file: `{q['measured_file']}`; the same loopback model, fitted on this run's "
             f"{fit['policy']}: background load {fit['background_load']:g}, executor warm-up "
             f"{fit['executor_warmup_cpu_s']:g} CPU s, driver per job {fit['driver_job_cpu_s']:g} CPU s. Both provider "
             "policies are held out.",
-            "",
-            "| policy | figure | measured | simulated | ratio | within 20% |",
-            "|---|---|---:|---:|---:|---|",
-        ]
-        lines += [cells for _, _, cells in _validation_rows(q["comparison"])]
-        lines.append("")
+            q,
+        )
     mode = results["shared_cluster_mode"]
     lines += [
         "## Item 2's default setup on a quiet machine (a prediction, unvalidated)",
