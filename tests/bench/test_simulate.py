@@ -555,9 +555,12 @@ def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> N
     before = spark_jvms()
     assert app_start_main(["--repeats", "1", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "app-start.json").read_text())
-    # One trivial PySpark application (about 22 CPU s on the idle machine) and one executor's JVM start (6.5).
-    assert 5 < result["median_cpu_s"] < 200 and 0 < result["median_context_share"] < 1
-    assert 1 < result["executor"]["median_cpu_s"] < result["median_cpu_s"]
+    # One trivial PySpark application and one executor's JVM start. How much CPU each costs depends on the
+    # JVM's flags (22 and 6.5 CPU s on the idle benchmark machine; 4.4 and 1.1 under the test suite's
+    # class-data archive and C1, tests/jvm_start.py), so only their order is asserted: an application
+    # starts a JVM and a Python driver and runs a job, an executor only starts a JVM.
+    assert 0 < result["median_context_share"] < 1
+    assert 0.2 < result["executor"]["median_cpu_s"] < result["median_cpu_s"] < 200
     assert result["executor"]["median_wall_s"] > 0
     # The applications and the one-worker cluster it started are gone, executors included.
     assert spark_jvms() - before == set()
