@@ -84,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "oracle" in policies:
                 candidates = [int(c) for c in args.candidates.split(",")]
                 entry["sweep"] = _sweep(session, pool, tables, work / key, candidates, args.sweep_repeats)
+                results["scales"][key] = entry
+                _write(args.out, results)
             for repeat in range(args.repeats):
                 order = policies[repeat % len(policies) :] + policies[: repeat % len(policies)]
                 for policy in order:
@@ -94,10 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     run["decided"] = decided
                     entry["runs"][policy].append(run)
                     print(f"SF {key} repeat {repeat} {policy}: {run['wall_s']:.1f} s", flush=True)
-            entry["answers_identical"] = _answers_agree(entry, policies)
-            entry["summary"] = {p: _summary(entry["runs"][p]) for p in policies}
-            results["scales"][key] = entry
-            _write(args.out, results)
+                    # Written after every run: a long scale (SF 10) stopped part-way keeps what it measured.
+                    ran = [p for p in policies if entry["runs"][p]]
+                    entry["answers_identical"] = _answers_agree(entry, ran)
+                    entry["summary"] = {p: _summary(entry["runs"][p]) for p in ran}
+                    results["scales"][key] = entry
+                    _write(args.out, results)
     finally:
         from airflow_provider_finegrained import warm
 
@@ -215,7 +219,7 @@ def render(results: dict[str, Any]) -> str:
         "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for key, entry in results["scales"].items():
-        summary = entry["summary"]
+        summary = entry.get("summary", {})  # none yet: only the oracle's sweep has run
         for policy, s in summary.items():
             base = summary.get("defaults", {}).get("wall_s")
             oracle = summary.get("oracle", {}).get("wall_s")
@@ -227,13 +231,17 @@ def render(results: dict[str, Any]) -> str:
                 f"{'yes' if entry['answers_identical'] else 'NO'} |"
             )
     lines += ["", "Per stage (medians): wall s / tasks / task CPU s / shuffle written MiB / spilled MiB", ""]
-    lines.append("| scale | stage | " + " | ".join(next(iter(results["scales"].values()))["summary"]) + " |")
-    lines.append("|---:|---|" + "---|" * len(next(iter(results["scales"].values()))["summary"]))
+    policies = list(dict.fromkeys(p for entry in results["scales"].values() for p in entry.get("summary", {})))
+    lines.append("| scale | stage | " + " | ".join(policies) + " |")
+    lines.append("|---:|---|" + "---|" * len(policies))
     for key, entry in results["scales"].items():
-        for stage in STAGES:
+        for stage in STAGES if entry.get("summary") else ():
             cells = []
-            for s in entry["summary"].values():
-                v = s["stages"][stage]
+            for policy in policies:
+                if policy not in entry["summary"]:
+                    cells.append("-")
+                    continue
+                v = entry["summary"][policy]["stages"][stage]
                 spilled = (v["memory_spilled_bytes"] + v["disk_spilled_bytes"]) / mib
                 cells.append(
                     f"{v['wall_s']:.2f} / {v['tasks']:.0f} / {v['cpu_time_s']:.2f} / "

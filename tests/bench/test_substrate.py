@@ -57,3 +57,20 @@ def test_the_summary_is_the_median_of_repeats_and_the_table_compares_with_defaul
     table = render(results)
     assert "| 1 | provider | 1 | 15.0 | 15.0 - 15.0 | 0.75x | 1.50x |" in table
     assert "| 1 | defaults | 3 | 20.0 | 10.0 - 30.0 | 1.00x | 2.00x |" in table
+
+
+def test_a_run_stopped_part_way_still_renders_what_it_measured() -> None:
+    # SF 1 finished; SF 10 was stopped after its sweep and one policy's run; SF 30 after its sweep alone.
+    done = {p: _summary([_run(10, 2)]) for p in ("defaults", "provider", "oracle")}
+    part = {"provider": _summary([_run(100, 20)])}
+    scales = {
+        "1": {"summary": done, "answers_identical": True},
+        "10": {"summary": part, "answers_identical": True},
+        "30": {"sweep": {"best": {}}},
+    }
+    table = render({"command": "x", "pool_start_s": 1, "scales": scales})
+    assert "| 10 | provider | 1 | 100.0 | 100.0 - 100.0 | - | - |" in table
+    assert "| 30 |" not in table
+    stage = STAGES[0]
+    # SF 10's per-stage row has a cell for every policy any scale ran, a dash where it did not run.
+    assert f"| 10 | {stage} | - | {100 / len(STAGES):.2f} / 1 / {20 / len(STAGES):.2f} / 0.0 / 0.0 | - |" in table
