@@ -18,6 +18,9 @@ Three variants run side by side in ONE warm ``local[2]`` session, in alternating
   cost; AQE with the advisory size and skew-join thresholds of ``adaptive_conf`` from the measured
   distribution), upstream written with
   the producer's ``write_options`` (row groups for its consumers' splits).
+- ``balance-128m-row-groups`` (only with ``--variants``): the balance's settings over the upstream that
+  ``spark-defaults`` reads (parquet's 128 MiB row groups), to isolate what the producer's small row groups
+  cost or save the scan.
 
 Per run, from Spark's REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``): the fact
 scan's task input (``inputMetrics.recordsRead``: Spark's ``bytesRead`` counts little of a parquet read in
@@ -31,6 +34,8 @@ Usage::
 
     .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
     .venv/bin/python bench/skew.py --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
+    .venv/bin/python bench/skew.py --reps 5 --rows 12000000 --zipf 3 --name skew-row-groups \
+        --variants spark-defaults,balance,balance-128m-row-groups  # what the small row groups cost
     .venv/bin/python bench/skew.py --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
@@ -78,6 +83,9 @@ KEYS = 50_000
 DIM_FILES = 4
 AVG_BYTES_PER_TASK = 8 * MIB
 VARIANTS = ("spark-defaults", "sizing", "balance")
+"""The variants the goal compares (run by default)."""
+ROW_GROUPS = "balance-128m-row-groups"
+ALL_VARIANTS = (*VARIANTS, ROW_GROUPS)
 RESULTS = Path(__file__).resolve().parent / "results"
 SKEW_KEYS = (
     "spark.sql.adaptive.skewJoin.enabled",
@@ -160,7 +168,8 @@ def decided_conf(variant: str, files: list[int], dim_files: list[int]) -> tuple[
     config = ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)
     consumed = [ConsumedResult(files), ConsumedResult(dim_files)]
     parallelism = decide_parallelism(consumed, config)
-    scanned = tuple(files + dim_files) if variant == "balance" else ()
+    balanced = variant in ("balance", ROW_GROUPS)
+    scanned = tuple(files + dim_files) if balanced else ()
     profile = ClusterProfile(total_cores=2, total_memory=4 * 2**30, executor_memory=2 * 2**30, local=True)
     sizing = size_region(
         [StageDemand("consumer", parallelism, consumed_bytes=sum(files) + sum(dim_files), input_file_bytes=scanned)],
@@ -174,7 +183,7 @@ def decided_conf(variant: str, files: list[int], dim_files: list[int]) -> tuple[
     if sizing.balance:
         conf.update(sizing.balance.session_conf())
     decided: dict[str, Any] = {"parallelism": sizing.parallelism, "input_balance": dict(sizing.input_balance or {})}
-    if variant == "balance":
+    if balanced:
         decided["adaptive"] = decide_adaptive(AVG_BYTES_PER_TASK, sizing.balance).to_dict()
     return conf, decided
 
@@ -272,7 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zipf", type=float, default=ZIPF_S, help="the keys' Zipf exponent (> 1)")
     parser.add_argument("--name", default="skew", help="results file name in bench/results (without suffix)")
     parser.add_argument("--rerender", type=Path, help="rewrite the summary and markdown of a results JSON")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {ALL_VARIANTS}")
     args = parser.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(ALL_VARIANTS))
+    if unknown or not variants:
+        parser.error(f"--variants: unknown {unknown or 'none given'}; known: {', '.join(ALL_VARIANTS)}")
     if args.rerender:
         result = json.loads(args.rerender.read_text())
         result["summary"] = summarize(result["runs"])
@@ -303,10 +317,10 @@ def main(argv: list[str] | None = None) -> int:
                 "total": sum(sizes),
             }
         runs: list[dict[str, Any]] = []
-        order = list(VARIANTS)
+        order = variants
         for rep in range(-1, args.reps):  # rep -1 warms the JVM and is not counted
             for variant in order:
-                fact = upstream["balance" if variant == "balance" else "default"]
+                fact = upstream["balance" if variant == "balance" else "default"]  # ROW_GROUPS: the default's
                 conf, decided = decided_conf(variant, file_sizes(fact), dim_files)
                 apply(spark, conf)
                 group = f"{variant}-{rep}"
@@ -356,9 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def ran(runs: list[dict[str, Any]]) -> list[str]:
+    """The variants these runs include, in ``ALL_VARIANTS`` order."""
+    return [v for v in ALL_VARIANTS if any(r["variant"] == v for r in runs)]
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for variant in VARIANTS:
+    for variant in ran(runs):
         mine = [r for r in runs if r["variant"] == variant]
         out[variant] = {
             "seconds": round(statistics.median(r["seconds"] for r in mine), 2),
@@ -394,6 +413,7 @@ def _overhead_ms(runs: list[dict[str, Any]]) -> float | None:
 
 def render(result: dict[str, Any]) -> str:
     meta, s = result["meta"], result["summary"]
+    variants = ran(result["runs"])
     lines = [
         "# Skewed consumer: Spark's defaults, the provider's sizing, and its input balance",
         "",
@@ -411,7 +431,7 @@ def render(result: dict[str, Any]) -> str:
         "| join shuffle-read max/median | load (1 min) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for variant in VARIANTS:
+    for variant in variants:
         v = s[variant]
         predicted = v.get("predicted_scan_max_over_median")
         scan = f"{v['scan_max_over_median']}" + (f" (predicted {predicted})" if predicted is not None else "")
@@ -420,7 +440,7 @@ def render(result: dict[str, Any]) -> str:
             f"{v['scan_tasks']:g} | {scan} | {v['join_tasks']:g} | "
             f"{v['join_max_over_median']} | {v['load_1m']} |"
         )
-    if all("scan_wall" in s[v] for v in VARIANTS):
+    if all("scan_wall" in s[v] for v in variants):
         lines += [
             "",
             "Where the time went (medians; Spark's status API: stage wall from submission to completion, the "
@@ -431,7 +451,7 @@ def render(result: dict[str, Any]) -> str:
             "| longest join task (s) | per-task overhead (ms) |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for variant in VARIANTS:
+        for variant in variants:
             v = s[variant]
             lines.append(
                 f"| {variant} | {v['scan_wall']} | {v['scan_task_seconds']} | {v['scan_longest_task']} | "
@@ -441,21 +461,25 @@ def render(result: dict[str, Any]) -> str:
     record = next((r["input_balance"] for r in result["runs"] if r["variant"] == "balance"), None)
     if record and "cost" in record:
         lines += ["", f"Scan balance (`decide_balance`): {record['why']}."]
-    adaptive = next((r["adaptive"] for r in result["runs"] if r.get("adaptive")), None)
+    adaptive = next((r["adaptive"] for r in result["runs"] if r["variant"] == "balance" and r.get("adaptive")), None)
     if adaptive:
         lines += ["", f"AQE sizes of the balance variant (`decide_adaptive`): {adaptive['why']}."]
+    compared = [v for v in VARIANTS if v in s]
+    if "balance" not in compared or len(compared) < 2:
+        return "\n".join([*lines, ""])
     b = s["balance"]
-    others = [s[v]["seconds"] for v in VARIANTS if v != "balance"]
+    others = [s[v]["seconds"] for v in compared if v != "balance"]
     goal_spread = max(b["scan_max_over_median"], b["join_max_over_median"]) <= 2
     goal_time = b["seconds"] < min(others)
     # A difference smaller than the run-to-run spread of the variants is not a result on a shared machine.
-    noise = max(s[v]["seconds_range"][1] - s[v]["seconds_range"][0] for v in VARIANTS)
+    noise = max(s[v]["seconds_range"][1] - s[v]["seconds_range"][0] for v in compared)
     within_noise = min(others) - b["seconds"] < noise
     lines += [
         "",
         f"Goal max/median <= 2 with the balance: {'met' if goal_spread else 'missed'} "
         f"(scan {b['scan_max_over_median']}, join {b['join_max_over_median']}). "
-        f"Faster than both: {'yes' if goal_time else 'no'} ({b['seconds']} s against "
+        f"Faster than {' and '.join(v for v in compared if v != 'balance')}: {'yes' if goal_time else 'no'} "
+        f"({b['seconds']} s against "
         f"{', '.join(f'{x} s' for x in others)}; "
         f"{(1 - b['seconds'] / min(others)) * 100:+.0f}% against the faster of them)"
         + (f", within the run-to-run spread of {noise:.1f} s: no clear difference." if within_noise else "."),

@@ -1,0 +1,72 @@
+"""The skew benchmark's parts that need no Spark: each variant's settings, the summary and the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import skew
+
+MIB = 2**20
+# One hot file of 300 MiB among 199 of 1 MiB, and a dimension of 4 files.
+FILES = [300 * MIB] + [MIB] * 199
+DIM = [MIB] * 4
+
+
+def test_the_row_groups_variant_runs_the_balance_s_own_settings() -> None:
+    balance, decided = skew.decided_conf("balance", FILES, DIM)
+    row_groups, decided_rg = skew.decided_conf(skew.ROW_GROUPS, FILES, DIM)
+    # Only the upstream it reads differs (parquet's 128 MiB row groups): split, open cost, AQE and skew sizes agree.
+    assert row_groups == balance and decided_rg == decided
+    assert int(balance["spark.sql.files.maxPartitionBytes"]) < 128 * MIB
+    sizing, _ = skew.decided_conf("sizing", FILES, DIM)
+    assert sizing["spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes"] == str(256 * MIB)
+    assert balance["spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes"] != str(256 * MIB)
+
+
+def _run(variant: str, seconds: float) -> dict[str, Any]:
+    decided = {} if variant == "spark-defaults" else {"input_balance": {}}  # as decided_conf records it
+    return decided | {
+        "variant": variant,
+        "seconds": seconds,
+        "load_1m": 1.0,
+        "scan": {"max_over_median": 1.5},
+        "join": {"max_over_median": 1.2},
+        "scan_tasks": 8,
+        "join_tasks": 12,
+    }
+
+
+def test_a_run_of_some_variants_renders_them_and_judges_the_goal_on_the_baselines_it_ran() -> None:
+    runs = [_run(v, t) for v, t in [("spark-defaults", 5.0), ("balance", 4.0), (skew.ROW_GROUPS, 3.5)] * 3]
+    meta = {
+        "command": "python bench/skew.py",
+        "machine": "2 cores",
+        "date": "d",
+        "reps": 3,
+        "wall_s": 1,
+        "rows": 10,
+        "zipf_s": 3.0,
+        "keys": 5,
+        "hot_key_share": 0.75,
+        "files": 200,
+        "producer_write_options": {},
+        "avg_bytes_per_task": 8 * MIB,
+    }
+    data = {name: {"largest_over_median": 2.0} for name in ("default", "balance")}
+    result = {"meta": meta, "data": data, "runs": runs, "summary": skew.summarize(runs)}
+    assert list(result["summary"]) == ["spark-defaults", "balance", skew.ROW_GROUPS]
+    table = skew.render(result)
+    assert f"| {skew.ROW_GROUPS} | 3.5 [3.5-3.5] | 8 | 1.5 | 12 | 1.2 | 1.0 |" in table
+    assert "| sizing |" not in table
+    # The goal compares the balance with the baselines that ran, not with the row-groups variant.
+    assert "Faster than spark-defaults: yes (4.0 s against 5.0 s; +20% against the faster of them)." in table
+
+
+def test_an_unknown_variant_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        skew.main(["--variants", "balance,fastest"])
+    assert "--variants: unknown ['fastest']; known: spark-defaults, sizing, balance, balance-128m-row-groups" in (
+        capsys.readouterr().err
+    )
