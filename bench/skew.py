@@ -18,9 +18,9 @@ Three variants run side by side in ONE warm ``local[2]`` session, in alternating
   cost; AQE with the advisory size and skew-join thresholds of ``adaptive_conf`` from the measured
   distribution), upstream written with
   the producer's ``write_options`` (row groups for its consumers' splits).
-- ``balance-128m-row-groups`` (only with ``--variants``): the balance's settings over the upstream that
-  ``spark-defaults`` reads (parquet's 128 MiB row groups), to isolate what the producer's small row groups
-  cost or save the scan.
+- ``balance-16m-row-groups``, ``balance-128m-row-groups`` (only with ``--variants``): the balance's
+  settings over an upstream written with 16 MiB row groups, or the one ``spark-defaults`` reads (parquet's
+  128 MiB), to isolate what the producer's row-group size costs or saves the scan.
 
 Per run, from Spark's REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``): the fact
 scan's task input (``inputMetrics.recordsRead``: Spark's ``bytesRead`` counts little of a parquet read in
@@ -35,7 +35,7 @@ Usage::
     .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
     .venv/bin/python bench/skew.py --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
     .venv/bin/python bench/skew.py --reps 5 --rows 12000000 --zipf 3 --name skew-row-groups \
-        --variants spark-defaults,balance,balance-128m-row-groups  # what the small row groups cost
+        --variants spark-defaults,balance,balance-16m-row-groups,balance-128m-row-groups  # row groups' cost
     .venv/bin/python bench/skew.py --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
@@ -85,7 +85,10 @@ AVG_BYTES_PER_TASK = 8 * MIB
 VARIANTS = ("spark-defaults", "sizing", "balance")
 """The variants the goal compares (run by default)."""
 ROW_GROUPS = "balance-128m-row-groups"
-ALL_VARIANTS = (*VARIANTS, ROW_GROUPS)
+ROW_GROUP_VARIANTS = {"balance-16m-row-groups": 16 * MIB, ROW_GROUPS: None}
+"""The balance over an upstream written with these row groups (None: parquet's default, the one
+``spark-defaults`` reads)."""
+ALL_VARIANTS = (*VARIANTS, *ROW_GROUP_VARIANTS)
 RESULTS = Path(__file__).resolve().parent / "results"
 SKEW_KEYS = (
     "spark.sql.adaptive.skewJoin.enabled",
@@ -151,6 +154,19 @@ def file_sizes(path: Path) -> list[int]:
     return sorted((p.stat().st_size for p in path.glob("*.parquet")), reverse=True)
 
 
+def row_groups(path: Path) -> dict[str, int]:
+    """The largest file's row groups: how many, and the largest one's compressed bytes (from its footer)."""
+    import pyarrow.parquet as pq
+
+    largest = max(path.glob("*.parquet"), key=lambda p: p.stat().st_size)
+    meta = pq.ParquetFile(largest).metadata
+    sizes = [
+        sum(meta.row_group(i).column(c).total_compressed_size for c in range(meta.num_columns))
+        for i in range(meta.num_row_groups)
+    ]
+    return {"count": meta.num_row_groups, "largest_bytes": max(sizes, default=0)}
+
+
 def consumer(spark: Any, fact: Path, dim: Path, out: Path) -> None:
     from pyspark.sql import functions as F
 
@@ -168,7 +184,7 @@ def decided_conf(variant: str, files: list[int], dim_files: list[int]) -> tuple[
     config = ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)
     consumed = [ConsumedResult(files), ConsumedResult(dim_files)]
     parallelism = decide_parallelism(consumed, config)
-    balanced = variant in ("balance", ROW_GROUPS)
+    balanced = variant == "balance" or variant in ROW_GROUP_VARIANTS
     scanned = tuple(files + dim_files) if balanced else ()
     profile = ClusterProfile(total_cores=2, total_memory=4 * 2**30, executor_memory=2 * 2**30, local=True)
     sizing = size_region(
@@ -303,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         upstream = {"default": tmp / "fact-default", "balance": tmp / "fact-balance"}
         write_fact(spark, upstream["default"], args.rows, {}, args.zipf)
         write_fact(spark, upstream["balance"], args.rows, producer_options, args.zipf)
+        reads = {v: "default" for v in VARIANTS} | {"balance": "balance"}
+        for variant, row_group in ROW_GROUP_VARIANTS.items():
+            reads[variant] = "default" if row_group is None else variant
+            if row_group is not None and variant in variants:
+                upstream[variant] = tmp / f"fact-{variant}"
+                write_fact(spark, upstream[variant], args.rows, {"parquet.block.size": str(row_group)}, args.zipf)
         dim = tmp / "dim"
         write_dim(spark, dim)
         dim_files = file_sizes(dim)
@@ -315,12 +337,13 @@ def main(argv: list[str] | None = None) -> int:
                 "median": statistics.median(sizes),
                 "largest_over_median": round(sizes[0] / statistics.median(sizes), 1),
                 "total": sum(sizes),
+                "largest_file_row_groups": row_groups(path),
             }
         runs: list[dict[str, Any]] = []
         order = variants
         for rep in range(-1, args.reps):  # rep -1 warms the JVM and is not counted
             for variant in order:
-                fact = upstream["balance" if variant == "balance" else "default"]  # ROW_GROUPS: the default's
+                fact = upstream[reads[variant]]
                 conf, decided = decided_conf(variant, file_sizes(fact), dim_files)
                 apply(spark, conf)
                 group = f"{variant}-{rep}"

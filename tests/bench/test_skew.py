@@ -16,9 +16,9 @@ DIM = [MIB] * 4
 
 def test_the_row_groups_variant_runs_the_balance_s_own_settings() -> None:
     balance, decided = skew.decided_conf("balance", FILES, DIM)
-    row_groups, decided_rg = skew.decided_conf(skew.ROW_GROUPS, FILES, DIM)
-    # Only the upstream it reads differs (parquet's 128 MiB row groups): split, open cost, AQE and skew sizes agree.
-    assert row_groups == balance and decided_rg == decided
+    # Only the upstream they read differs (their row groups): split, open cost, AQE and skew sizes agree.
+    for variant in skew.ROW_GROUP_VARIANTS:
+        assert skew.decided_conf(variant, FILES, DIM) == (balance, decided)
     assert int(balance["spark.sql.files.maxPartitionBytes"]) < 128 * MIB
     sizing, _ = skew.decided_conf("sizing", FILES, DIM)
     assert sizing["spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes"] == str(256 * MIB)
@@ -67,6 +67,5 @@ def test_a_run_of_some_variants_renders_them_and_judges_the_goal_on_the_baseline
 def test_an_unknown_variant_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         skew.main(["--variants", "balance,fastest"])
-    assert "--variants: unknown ['fastest']; known: spark-defaults, sizing, balance, balance-128m-row-groups" in (
-        capsys.readouterr().err
-    )
+    known = "spark-defaults, sizing, balance, balance-16m-row-groups, balance-128m-row-groups"
+    assert f"--variants: unknown ['fastest']; known: {known}" in capsys.readouterr().err
