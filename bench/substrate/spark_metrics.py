@@ -23,14 +23,16 @@ METRICS = (
 )
 
 
-def stage_metrics(ui_url: str, application_id: str, tags: Iterable[str]) -> dict[str, dict[str, float]]:
-    """``{tag: {metric: value}}`` summed over the completed Spark stages of the jobs tagged ``tag``."""
+def stage_metrics(
+    ui_url: str, application_id: str, tags: Iterable[str], *, job_group: bool = False
+) -> dict[str, dict[str, float]]:
+    """``{tag: {metric: value}}`` summed over the completed Spark stages of the jobs tagged ``tag`` (or, with
+    ``job_group``, of the jobs in the job group ``tag``: a classic session's tags carry its thread's id)."""
     base = f"{ui_url.rstrip('/')}/api/v1/applications/{application_id}"
     jobs = get_json(f"{base}/jobs", 60.0)
     out: dict[str, dict[str, float]] = {}
     for tag in tags:
-        suffix = f"_Tag_{tag}"
-        tagged = [job for job in jobs if any(t == tag or t.endswith(suffix) for t in job.get("jobTags") or [])]
+        tagged = [job for job in jobs if _is_tagged(job, tag, job_group)]
         ids = sorted({s for job in tagged for s in job["stageIds"]})
         totals = dict.fromkeys(METRICS, 0.0)
         for sid in ids:
@@ -40,6 +42,12 @@ def stage_metrics(ui_url: str, application_id: str, tags: Iterable[str]) -> dict
                 _add(totals, attempt)
         out[tag] = totals
     return out
+
+
+def _is_tagged(job: dict[str, Any], tag: str, job_group: bool) -> bool:
+    if job_group:
+        return bool(job.get("jobGroup") == tag)
+    return any(t == tag or t.endswith(f"_Tag_{tag}") for t in job.get("jobTags") or [])
 
 
 def _add(totals: dict[str, float], a: dict[str, Any]) -> None:
