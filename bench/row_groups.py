@@ -143,7 +143,7 @@ def _timed(spark: Any, group: str, action: Callable[[], None]) -> dict[str, floa
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Per variant and side (write, read): the median of each measure over the repeats."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for name in dict.fromkeys(r["variant"] for r in runs):
+    for name in [v for v in VARIANTS if any(r["variant"] == v for r in runs)]:
         mine = [r for r in runs if r["variant"] == name]
         out[name] = {
             side: {m: round(statistics.median(r[side][m] for r in mine), 2) for m in MEASURED}
