@@ -10,6 +10,8 @@ python bench/bytes_per_task.py
 python -m bench.compare --repeats 3 --no-plan-scaling
 # Only the sizing differs: Spark's defaults, the provider and a swept oracle in one warm pool.
 python -m bench.substrate --scales 0.01,0.1,1,10 --repeats 3
+# What the provider's scan split and its producers' row groups each cost, on lineitem at SF 10.
+python -m bench.row_groups --scale 10 --repeats 3
 # Skewed input: Spark's defaults, sizing alone, sizing with the input balance and skew settings.
 python bench/skew.py --reps 3
 # History: the TPC-H pipeline at growing scales, corrected by its past runs.
