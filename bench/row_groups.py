@@ -2,7 +2,7 @@
 
 At SF 10 the provider's ``lineitem_projected`` and Q1 spent more task CPU than Spark's defaults
 (``bench/results/substrate-sf10/``). The provider changes two things there: the scan split of
-``lineitem`` (the balance's 110 MiB against Spark's 128 MiB: 23 tasks against 20) and the row groups
+``lineitem`` (the balance's 110 MiB against Spark's 128 MiB: 22 scan tasks against 19) and the row groups
 ``lineitem_projected`` writes for its consumers (a quarter of ``avg_bytes_per_task``, 16 MiB at the
 default 64 MiB, against parquet's 128 MiB), which Q1 then reads. This runs the two stages with each
 setting apart, in one ``local[2]`` session, the variants in alternating order, Spark's other defaults as
