@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep-oracle", action="store_true", help="sweep the oracle's partitions first")
     parser.add_argument("--sweep-repeats", type=int, default=1)
     parser.add_argument(
+        "--sweep-candidates",
+        type=int,
+        nargs="+",
+        default=list(oracle.SWEEP_CANDIDATES),
+        help="the partition counts swept",
+    )
+    parser.add_argument(
+        "--sweep-blocking",
+        action="store_true",
+        help="sweep with every stage's output written (none handed over in memory): each stage's own best",
+    )
+    parser.add_argument(
         "--sweep-file",
         type=Path,
         default=SWEEP_FILE,
@@ -70,17 +83,36 @@ def tables_for(scale: float, data: Path) -> Path:
     return out
 
 
-def sweep(setup: Setup, scale: float, work: Path, repeats: int) -> dict[str, Any]:
-    """Time every stage of the one-application pipeline at each candidate partition count (see oracle.py)."""
+def sweep(
+    setup: Setup,
+    scale: float,
+    work: Path,
+    repeats: int,
+    candidates: Sequence[int] = oracle.SWEEP_CANDIDATES,
+    blocking: bool = False,
+) -> dict[str, Any]:
+    """Time every stage of the one-application pipeline at each candidate partition count (see oracle.py).
+
+    Repeats go round the candidates in turn, every other round in reverse, so that a drifting machine
+    load falls on all of them alike. ``blocking`` writes every stage's output (none handed over in
+    memory), so that each stage's time is its own, as in a DAG whose pipelined edges are blocking.
+    """
     times: dict[int, dict[str, list[float]]] = {}
-    for p in oracle.SWEEP_CANDIDATES:
-        setup.oracle_partitions = dict.fromkeys(STAGES, p)
-        for i in range(repeats):
-            run = run_variant(setup, VARIANTS[ORACLE], work / f"sweep-{p}-{i}")
+    shape = replace(VARIANTS[ORACLE], blocking=blocking)
+    for i in range(repeats):
+        for p in candidates if i % 2 == 0 else list(reversed(candidates)):
+            setup.oracle_partitions = dict.fromkeys(STAGES, p)
+            run = run_variant(setup, shape, work / f"sweep-{p}-{i}")
             for stage, values in run.metrics["stages"].items():
                 times.setdefault(p, {}).setdefault(stage, []).append(values["work_s"])
             print(f"  sweep SF {oracle.scale_key(scale)} partitions={p}: {run.metrics['wall_s']:.1f} s", flush=True)
-    return {"candidates": {str(p): t for p, t in times.items()}, "best": oracle.best_partitions(times)}
+    ordered = {p: times[p] for p in sorted(times)}
+    return {
+        "candidates": {str(p): t for p, t in ordered.items()},
+        "best": oracle.best_partitions(ordered, fused=not blocking),
+        "repeats": repeats,
+        "blocking": blocking,
+    }
 
 
 def run_one(
@@ -133,7 +165,9 @@ def _run_all(
         key = oracle.scale_key(scale)
         setup = Setup(tables=tables_for(scale, args.data), work=work, master=master, airflow_home=airflow_home)
         if args.sweep_oracle:
-            sweeps[key] = sweep(setup, scale, work, args.sweep_repeats)
+            sweeps[key] = sweep(
+                setup, scale, work, args.sweep_repeats, args.sweep_candidates, blocking=args.sweep_blocking
+            )
             args.sweep_file.write_text(json.dumps(sweeps, indent=2) + "\n")
         setup.oracle_partitions, source = oracle.partitions_for(scale, args.sweep_file)
         partitions_used[key] = (setup.oracle_partitions, source)

@@ -34,14 +34,17 @@ def scale_key(scale: float) -> str:
     return f"{scale:g}"
 
 
-def best_partitions(stage_times: Mapping[int, Mapping[str, Sequence[float]]]) -> dict[str, int]:
-    """Per stage, the candidate whose median time is lowest (``{candidate: {stage: [seconds, ...]}}``)."""
+def best_partitions(stage_times: Mapping[int, Mapping[str, Sequence[float]]], fused: bool = True) -> dict[str, int]:
+    """Per stage, the candidate whose median time is lowest (``{candidate: {stage: [seconds, ...]}}``).
+
+    ``fused``: the sweep handed pipelined producers over in memory, so each takes its consumer's count."""
     best: dict[str, int] = {}
     for stage in STAGES:
         timed = [(statistics.median(t[stage]), p) for p, t in stage_times.items() if t.get(stage)]
         if timed:
             best[stage] = min(timed)[1]
-    for producer, consumer in PIPELINED:  # forward edge: one parallelism, decided by the fused query's time
+    # A forward edge has one parallelism, decided by the fused query's time.
+    for producer, consumer in PIPELINED if fused else ():
         if consumer in best:
             best[producer] = best[consumer]
     return best

@@ -72,6 +72,7 @@ def _submit(setup: Setup, variant: Variant, stages: list[str], run_dir: Path, lo
         "out": str(run_dir / "out"),
         "stages": stages,
         "partitions": {s: setup.oracle_partitions[s] for s in stages} if variant.oracle else None,
+        "fuse": not variant.blocking,
         "timings": str(timings),
     }
     conf = {**variant.conf, **event_log_conf(run_dir / "eventlogs")}

@@ -2,10 +2,11 @@
 
 ``spark-submit stage_app.py SPEC_JSON`` where the spec names ``tables`` (tpchgen-cli parquet), ``out``
 (one folder per stage output), ``stages`` to run, optional ``partitions`` (stage -> shuffle partitions,
-set before the stage runs) and ``timings`` (a JSON file written at the end). A stage reads tables and the
-parquet its upstream stages wrote; a pipelined producer whose consumer runs in the same application is
-not written but handed over as a DataFrame, as the provider does in a region. Each stage runs under a
-Spark job group named after it, so event logs attribute tasks and CPU to stages.
+set before the stage runs), ``timings`` (a JSON file written at the end) and optional ``fuse``. A stage
+reads tables and the parquet its upstream stages wrote; a pipelined producer whose consumer runs in the
+same application is not written but handed over as a DataFrame, as the provider does in a region, unless
+``fuse`` is false. Each stage runs under a Spark job group named after it, so event logs attribute tasks
+and CPU to stages.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     sc = spark.sparkContext
     tables, out = Path(spec["tables"]), Path(spec["out"])
     partitions: dict[str, int] = spec.get("partitions") or {}
-    fused = fused_producers(spec["stages"])
+    # "fuse": false writes every stage's output, as a DAG with its pipelined edges made blocking does.
+    fused = fused_producers(spec["stages"]) if spec.get("fuse", True) else set()
     held: dict[str, DataFrame] = {}
     stages: dict[str, dict[str, Any]] = {}
     for stage in spec["stages"]:
