@@ -47,7 +47,7 @@ from bench.compare.runners import (
     start_warm_pool,
     stop_warm_pools,
 )
-from bench.compare.stats import slower_p_value
+from bench.compare.stats import SIGNIFICANCE, slower_p_value
 from bench.compare.variants import Variant
 
 RESULTS = REPO / "bench" / "results"
@@ -59,7 +59,6 @@ TESTED_SAMPLES = 5
 the fastest (one-sided exact Mann-Whitney, p >= SIGNIFICANCE). A 5% margin is narrower than the spread
 of repeated runs here (Q1 at SF 1: 3.98-4.89 s at one partition, 3.95-4.52 s at two), so with enough
 samples the data, not a fixed margin, decide which counts are told apart from the best."""
-SIGNIFICANCE = 0.05
 WITHIN = 0.25
 """The goal: the decided parallelism within 25% of the swept best."""
 

@@ -68,6 +68,7 @@ from airflow_provider_finegrained.planning import (
     size_region,
 )
 from airflow_provider_finegrained.planning.balance import decide_adaptive, spread
+from bench.compare.stats import SIGNIFICANCE, slower_p_value
 
 MIB = 2**20
 FILES = 200
@@ -508,6 +509,18 @@ def render(result: dict[str, Any]) -> str:
         + (f", within the run-to-run spread of {noise:.1f} s: no clear difference." if within_noise else "."),
         "",
     ]
+    samples = {v: [r["seconds"] for r in result["runs"] if r["variant"] == v] for v in compared}
+    if min(map(len, samples.values())) >= 2:
+        # The repetitions themselves decide: is each baseline slower than the balance, beyond chance?
+        tests = {v: slower_p_value(samples[v], samples["balance"]) for v in compared if v != "balance"}
+        if tests:
+            shown = all(p < SIGNIFICANCE for p in tests.values())
+            lines += [
+                "Each baseline slower than the balance (one-sided exact Mann-Whitney over the repetitions): "
+                + ", ".join(f"{v} p = {p:.3g}" for v, p in tests.items())
+                + f": {'shown' if shown else 'not shown'} at p < {SIGNIFICANCE}.",
+                "",
+            ]
     return "\n".join(lines)
 
 

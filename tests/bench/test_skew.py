@@ -38,30 +38,45 @@ def _run(variant: str, seconds: float) -> dict[str, Any]:
     }
 
 
+_META = {
+    "command": "python bench/skew.py",
+    "machine": "2 cores",
+    "date": "d",
+    "reps": 3,
+    "wall_s": 1,
+    "rows": 10,
+    "zipf_s": 3.0,
+    "keys": 5,
+    "hot_key_share": 0.75,
+    "files": 200,
+    "producer_write_options": {},
+    "avg_bytes_per_task": 8 * MIB,
+}
+_DATA = {name: {"largest_over_median": 2.0} for name in ("default", "balance")}
+
+
 def test_a_run_of_some_variants_renders_them_and_judges_the_goal_on_the_baselines_it_ran() -> None:
     runs = [_run(v, t) for v, t in [("spark-defaults", 5.0), ("balance", 4.0), (skew.ROW_GROUPS, 3.5)] * 3]
-    meta = {
-        "command": "python bench/skew.py",
-        "machine": "2 cores",
-        "date": "d",
-        "reps": 3,
-        "wall_s": 1,
-        "rows": 10,
-        "zipf_s": 3.0,
-        "keys": 5,
-        "hot_key_share": 0.75,
-        "files": 200,
-        "producer_write_options": {},
-        "avg_bytes_per_task": 8 * MIB,
-    }
-    data = {name: {"largest_over_median": 2.0} for name in ("default", "balance")}
-    result = {"meta": meta, "data": data, "runs": runs, "summary": skew.summarize(runs)}
+    result = {"meta": _META, "data": _DATA, "runs": runs, "summary": skew.summarize(runs)}
     assert list(result["summary"]) == ["spark-defaults", "balance", skew.ROW_GROUPS]
     table = skew.render(result)
     assert f"| {skew.ROW_GROUPS} | 3.5 [3.5-3.5] | 8 | 1.5 | 12 | 1.2 | 1.0 |" in table
     assert "| sizing |" not in table
     # The goal compares the balance with the baselines that ran, not with the row-groups variant.
     assert "Faster than spark-defaults: yes (4.0 s against 5.0 s; +20% against the faster of them)." in table
+    # Three repetitions each, every default slower than every balance: U = 9 of 9, p = 1/20 (one split of 20).
+    assert "spark-defaults p = 0.05: not shown at p < 0.05." in table
+
+
+def test_the_goal_is_shown_only_when_every_baseline_is_slower_beyond_chance() -> None:
+    # Five each: defaults all slower than the balance (p = 1/252); sizing's repetitions interleave the balance's.
+    runs = [_run("balance", t) for t in (4.0, 4.1, 4.2, 4.3, 4.4)]
+    runs += [_run("spark-defaults", t) for t in (4.5, 4.6, 4.7, 4.8, 4.9)]
+    runs += [_run("sizing", t) for t in (3.95, 4.05, 4.15, 4.25, 4.45)]
+    result = {"meta": _META, "data": _DATA, "runs": runs, "summary": skew.summarize(runs)}
+    table = skew.render(result)
+    # sizing: U = 0 + 1 + 2 + 3 + 5 = 11 of 25; U >= 11 in 1 - P(U <= 10) = 1 - 87/252 = 165/252 of the splits.
+    assert "spark-defaults p = 0.00397, sizing p = 0.655: not shown at p < 0.05." in table
 
 
 def test_an_unknown_variant_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
