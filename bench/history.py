@@ -89,7 +89,9 @@ def swept(scale: str, sweep_file: Path = SWEEP_FILE) -> dict[str, dict[str, Any]
     chosen = data[scale].get("best", {})
     out: dict[str, dict[str, Any]] = {}
     for stage in STAGES:
-        samples = {int(p): list(t[stage]) for p, t in candidates.items() if stage in t}
+        samples = {int(p): list(t[stage]) for p, t in candidates.items() if t.get(stage)}
+        if not samples:  # a sweep of some stages only (bench/stage_sweep.py)
+            continue
         times = {p: statistics.median(v) for p, v in samples.items()}
         fastest = min(times, key=lambda p: times[p])
         # The sweep's own choice (a forward pair shares its consumer's), else the fastest candidate.
