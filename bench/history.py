@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.compare.__main__ import tables_for
 from bench.compare.oracle import scale_key
-from bench.compare.pipeline import STAGES
+from bench.compare.pipeline import PIPELINED, STAGES
 from bench.compare.report import machine_info
 from bench.compare.runners import (
     BLOCKING_DAG_ID,
@@ -87,21 +87,38 @@ def swept(scale: str, sweep_file: Path = SWEEP_FILE) -> dict[str, dict[str, Any]
         return {}
     candidates = data[scale]["candidates"]
     chosen = data[scale].get("best", {})
+    samples = {
+        stage: {int(p): list(t[stage]) for p, t in candidates.items() if t.get(stage)}
+        for stage in STAGES
+        if any(t.get(stage) for t in candidates.values())  # a sweep of some stages only (bench/stage_sweep.py)
+    }
+    pairs: dict[str, str] = {}
+    if data[scale].get("blocking"):
+        # A forward edge gives producer and consumer one count even when blocking: judge it on their summed
+        # time (samples of one round pair up: both stages ran in it).
+        for producer, consumer in PIPELINED:
+            if producer in samples and consumer in samples:
+                both = samples[producer].keys() & samples[consumer].keys()
+                summed = {
+                    p: [a + b for a, b in zip(samples[producer][p], samples[consumer][p], strict=True)]
+                    for p in sorted(both)
+                }
+                samples[producer] = samples[consumer] = summed
+                pairs[producer], pairs[consumer] = consumer, producer
     out: dict[str, dict[str, Any]] = {}
-    for stage in STAGES:
-        samples = {int(p): list(t[stage]) for p, t in candidates.items() if t.get(stage)}
-        if not samples:  # a sweep of some stages only (bench/stage_sweep.py)
-            continue
-        times = {p: statistics.median(v) for p, v in samples.items()}
+    for stage, timed in samples.items():
+        times = {p: statistics.median(v) for p, v in timed.items()}
         fastest = min(times, key=lambda p: times[p])
-        # The sweep's own choice (a forward pair shares its consumer's), else the fastest candidate.
-        best = int(chosen.get(stage, fastest))
-        if min(map(len, samples.values())) >= TESTED_SAMPLES:
+        # A fused sweep's own choice (a forward pair shares its consumer's), else the fastest candidate.
+        best = fastest if data[scale].get("blocking") else int(chosen.get(stage, fastest))
+        if min(map(len, timed.values())) >= TESTED_SAMPLES:
             rule = f"not slower than the fastest at p < {SIGNIFICANCE} (one-sided exact Mann-Whitney)"
-            near = {p for p, v in samples.items() if slower_p_value(v, samples[fastest]) >= SIGNIFICANCE}
+            near = {p for p, v in timed.items() if slower_p_value(v, timed[fastest]) >= SIGNIFICANCE}
         else:
             rule = f"within {NEAR_BEST:.0%} of the fastest median"
             near = {p for p, s in times.items() if s <= times[fastest] * (1 + NEAR_BEST)}
+        if stage in pairs:
+            rule += f", on the time summed with its forward partner {pairs[stage]}"
         out[stage] = {
             "best": best,
             "near_best": sorted({best} | near),
