@@ -152,6 +152,17 @@ def row(stage: str, record: dict[str, Any], sweep: dict[str, Any] | None) -> dic
     return with_sweep(out, sweep)
 
 
+SWEEP_FIELDS = (
+    "swept_best",
+    "near_best",
+    "within_25pct_of_best",
+    "within_25pct_of_near_best",
+    "near_best_rule",
+    "time_vs_best",
+)
+"""What :func:`with_sweep` adds to a stage's row."""
+
+
 def with_sweep(stage: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str, Any]:
     """``stage``'s row with the swept best at its scale and whether its parallelism is within 25% of it."""
     if sweep:
@@ -192,6 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for run in doc["runs"]:  # the sweep's verdicts again, as this version of the harness reads them
             sweep = swept(run["scale"], args.sweep_file)
             run["stages"] = [with_sweep(stage, sweep.get(stage["stage"])) for stage in run["stages"]]
+            if sweep:  # a sweep of some stages only says nothing of the others
+                for stage in run["stages"]:
+                    if stage["stage"] not in sweep:
+                        for key in SWEEP_FIELDS:
+                            stage.pop(key, None)
         doc["sweep_file"] = args.sweep_file.name
         (args.results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
         (args.results / "history.md").write_text(markdown(doc))
@@ -258,8 +274,9 @@ def _verdict(stage: dict[str, Any]) -> str:
 def side_by_side(runs: list[dict[str, Any]]) -> list[str]:
     """History-on runs against uncorrected ones at the same scale, per stage (needs both).
 
-    The decided counts are the newest run's of each kind; stage seconds are medians over every uncorrected
-    run and every history-on run after the first uncorrected one (``--alternate`` interleaves them)."""
+    The decided counts are the newest run's of each kind; stage seconds are medians over the uncorrected
+    runs and the history-on runs after the first uncorrected one (``--alternate`` interleaves them) that ran
+    the stage at that count."""
     plain_runs = [r for r in runs if "uncorrected" in r["variant"]]
     if not plain_runs:
         return []
@@ -290,7 +307,8 @@ def side_by_side(runs: list[dict[str, Any]]) -> list[str]:
             f"| {stage} | {'yes' if c['shuffling'] or u['shuffling'] else 'no'} | {c['parallelism']} "
             f"| {u['parallelism']} | {best} | {_verdict(c)} | {price} | {'learned' if c['corrected'] else 'bytes'} "
             f"| {_mb(c['spill_bytes'])} / {_mb(u['spill_bytes'])} "
-            f"| {_seconds(_stage_median(later, stage))} / {_seconds(_stage_median(plain_runs, stage))} |"
+            f"| {_seconds(_stage_median(later, stage, c['parallelism']))} "
+            f"/ {_seconds(_stage_median(plain_runs, stage, u['parallelism']))} |"
         )
     return [*lines, ""]
 
@@ -299,8 +317,16 @@ def _numbers(runs: list[dict[str, Any]]) -> str:
     return ", ".join(str(r["run"]) for r in runs)
 
 
-def _stage_median(runs: list[dict[str, Any]], stage: str) -> float | None:
-    values = [s["stage_s"] for r in runs for s in r["stages"] if s["stage"] == stage and s["stage_s"] is not None]
+def _stage_median(runs: list[dict[str, Any]], stage: str, parallelism: int) -> float | None:
+    """The median time of ``stage`` over the ``runs`` that ran it at ``parallelism`` (a stage whose history
+    applies only from a later run, such as a join that shuffles only at the largest scale, had other counts
+    before)."""
+    values = [
+        s["stage_s"]
+        for r in runs
+        for s in r["stages"]
+        if s["stage"] == stage and s["stage_s"] is not None and s["parallelism"] == parallelism
+    ]
     return statistics.median(values) if values else None
 
 

@@ -11,7 +11,7 @@ import pytest
 from bench.compare.oracle import best_partitions
 from bench.compare.pipeline import STAGES
 from bench.compare.stats import slower_p_value
-from bench.history import side_by_side, swept, with_sweep, within
+from bench.history import main, side_by_side, swept, with_sweep, within
 
 
 def _sweep(tmp_path: Path, times: dict[int, dict[str, list[float]]], best: dict[str, int]) -> Path:
@@ -103,12 +103,36 @@ def _run(number: int, variant: str, p: int, stage_s: float) -> dict[str, Any]:
 
 def test_side_by_side_takes_medians_over_alternated_runs() -> None:
     on, off = "history on, N=3", "history recorded, not applied (uncorrected)"
-    # Run 1 learns (before the first uncorrected run: left out of the medians); 2 uncorrected; then pairs.
-    runs = [_run(1, on, 2, 99.0), _run(2, off, 2, 5.0), _run(3, on, 1, 4.0), _run(4, off, 2, 7.0)]
-    runs += [_run(5, on, 1, 6.0), _run(6, off, 2, 6.0)]
+    # Run 1 learns (before the first uncorrected run: left out); run 3 still decided from bytes (2), so its
+    # time is not the learned count's; then alternated pairs.
+    runs = [_run(1, on, 2, 99.0), _run(2, off, 2, 5.0), _run(3, on, 2, 50.0), _run(4, on, 1, 4.0)]
+    runs += [_run(5, off, 2, 7.0), _run(6, on, 1, 6.0), _run(7, off, 2, 6.0)]
     lines = side_by_side(runs)
-    assert lines[0] == "## SF 1: history applied (runs 3, 5) against uncorrected (runs 2, 4, 6)"
+    assert lines[0] == "## SF 1: history applied (runs 3, 4, 6) against uncorrected (runs 2, 5, 7)"
     row = lines[4].split(" | ")
     # P learned 1 (newest), uncorrected 2, near-best only, 1.05x the best's time, medians 5.00 and 6.00.
     assert row[2:7] == ["1", "2", "2 (1, 2)", "near-best only", "1.05x"]
     assert row[-1] == "5.00 / 6.00 |"
+
+
+def test_report_only_against_a_sweep_of_some_stages_clears_the_others_verdicts(tmp_path: Path) -> None:
+    stages = [
+        {"stage": "q1_pricing_summary", "parallelism": 1, "swept_best": 4, "near_best": [4], "stage_s": 1.0},
+        {"stage": "lineitem_projected", "parallelism": 4, "swept_best": 4, "near_best": [4], "stage_s": 1.0},
+    ]
+    for stage in stages:
+        stage |= {"shuffling": True, "corrected": False, "learned_work": None, "learned_memory": None}
+        stage |= {"consumed_bytes": 1, "shuffle_bytes": 1, "work_ratio": 1.0, "spill_bytes": 0}
+    run = {"run": 1, "scale": "1", "variant": "history on", "pipeline_s": 1.0, "stages": stages}
+    (tmp_path / "history.json").write_text(json.dumps({"command": "c", "min_runs": 3, "runs": [run]}))
+    sweep = _sweep(tmp_path, {1: {"q1_pricing_summary": [1.0]}, 2: {"q1_pricing_summary": [2.0]}}, {})
+    doc = json.loads(sweep.read_text())
+    for times in doc["1"]["candidates"].values():  # this sweep timed Q1 only
+        for stage in STAGES:
+            if stage != "q1_pricing_summary":
+                times.pop(stage)
+    sweep.write_text(json.dumps(doc))
+    assert main(["--report-only", "--results", str(tmp_path), "--sweep-file", str(sweep)]) == 0
+    judged = {s["stage"]: s for s in json.loads((tmp_path / "history.json").read_text())["runs"][0]["stages"]}
+    assert judged["q1_pricing_summary"]["swept_best"] == 1 and judged["q1_pricing_summary"]["time_vs_best"] == 1.0
+    assert "swept_best" not in judged["lineitem_projected"]
