@@ -11,10 +11,11 @@ decision side by side; then ``--then`` more runs at the last scale with the hist
 shuffles only at the last scale (a join broadcast below it) has its N runs too; then ``--alternate`` pairs
 of a history-on and an uncorrected run, so that stage times compare at one load. The side-by-side table
 sets the newest decisions of each kind against each other, with stage seconds as medians over the runs
-after the first uncorrected one. Per stage and run: the decided parallelism and rule, Spark's spill bytes,
-the stage's time, the learned factors, and the swept per-stage best from ``--sweep-file`` (shuffle
-partitions per stage, one application, AQE off; ``bench/compare.sh --sweep-oracle --sweep-blocking`` times
-every stage on its own, as here) where it has the scale.
+after the first uncorrected one that ran the stage at that count. Per stage and run: the decided
+parallelism and rule, Spark's spill bytes, the stage's time, the learned factors, and the swept per-stage
+best from ``--sweep-file`` (shuffle partitions per stage, AQE off; ``bench/compare.sh --sweep-oracle
+--sweep-blocking`` and ``python -m bench.stage_sweep`` time every stage on its own, as here) where it has
+the scale.
 
 Results: bench/results/history.json and history.md. Each run is one sample; each records the machine's load
 average before and after it.

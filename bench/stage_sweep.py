@@ -22,6 +22,7 @@ import argparse
 import importlib
 import json
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -106,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.out.write_text(json.dumps(sweep_doc(args.scale, times, i, command), indent=2) + "\n")
     finally:
         spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
     print(f"wrote {args.out}")
     return 0
 
