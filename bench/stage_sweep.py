@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.compare.oracle import best_partitions, scale_key
+from bench.compare.oracle import scale_key, sweep_entry
 from bench.compare.report import machine_info
 from bench.compare.runners import DRIVER_MEMORY, REPO
 from bench.compare.stage_app import stage_inputs
@@ -47,16 +47,8 @@ def rounds(stages: Sequence[str], candidates: Sequence[int], repeats: int) -> li
 
 def sweep_doc(scale: float, times: dict[int, dict[str, list[float]]], repeats: int, command: str) -> dict[str, Any]:
     """The sweep file's entry for ``scale``: every sample, the fastest median per stage, how it was made."""
-    ordered = {p: times[p] for p in sorted(times)}
     return {
-        scale_key(scale): {
-            "candidates": {str(p): t for p, t in ordered.items()},
-            "best": best_partitions(ordered, fused=False),
-            "repeats": repeats,
-            "blocking": True,
-            "command": command,
-            "machine": machine_info(),
-        }
+        scale_key(scale): sweep_entry(times, repeats, blocking=True) | {"command": command, "machine": machine_info()}
     }
 
 

@@ -106,13 +106,7 @@ def sweep(
             for stage, values in run.metrics["stages"].items():
                 times.setdefault(p, {}).setdefault(stage, []).append(values["work_s"])
             print(f"  sweep SF {oracle.scale_key(scale)} partitions={p}: {run.metrics['wall_s']:.1f} s", flush=True)
-    ordered = {p: times[p] for p in sorted(times)}
-    return {
-        "candidates": {str(p): t for p, t in ordered.items()},
-        "best": oracle.best_partitions(ordered, fused=not blocking),
-        "repeats": repeats,
-        "blocking": blocking,
-    }
+    return oracle.sweep_entry(times, repeats, blocking)
 
 
 def run_one(

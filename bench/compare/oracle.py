@@ -50,6 +50,17 @@ def best_partitions(stage_times: Mapping[int, Mapping[str, Sequence[float]]], fu
     return best
 
 
+def sweep_entry(times: Mapping[int, Mapping[str, Sequence[float]]], repeats: int, blocking: bool) -> dict[str, Any]:
+    """One scale's entry in a sweep file: every sample by candidate, the fastest median per stage, how it was made."""
+    ordered = {p: times[p] for p in sorted(times)}
+    return {
+        "candidates": {str(p): dict(t) for p, t in ordered.items()},
+        "best": best_partitions(ordered, fused=not blocking),
+        "repeats": repeats,
+        "blocking": blocking,
+    }
+
+
 def load_sweep(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
