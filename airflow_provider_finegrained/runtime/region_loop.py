@@ -184,7 +184,7 @@ def storage_options(spark: Any, location: str) -> dict[str, Any]:
     """fsspec options for ``location`` from the session's ``spark.hadoop.*`` settings, so the Python side of the
     commit protocol reaches the store Spark writes to with the same credentials; empty: fsspec's defaults."""
     scheme = scheme_of(location)
-    if scheme in ("file", "memory", "hdfs"):
+    if scheme in ("file", "memory"):
         return {}
     return fsspec_options(scheme, dict(spark.conf.getAll))
 

@@ -20,6 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_provider_finegrained.storage.errors import StorageConfigError
+from airflow_provider_finegrained.storage.hdfs import HDFS_SCHEMES, hdfs_filesystem
 from airflow_provider_finegrained.storage.locations import basename, join, parent, redact
 
 StorageOptions = Mapping[str, Any] | None
@@ -28,6 +29,9 @@ StorageOptions = Mapping[str, Any] | None
 
 def filesystem(location: str, storage_options: StorageOptions = None) -> tuple[AbstractFileSystem, str]:
     """The fsspec filesystem holding ``location`` and the path inside it."""
+    if location.split("://", 1)[0].lower() in HDFS_SCHEMES and "://" in location:
+        # Python reaches HDFS over WebHDFS (storage/hdfs.py), never through libhdfs.
+        return hdfs_filesystem(location, dict(storage_options or {}))
     try:
         fs, path = fsspec.core.url_to_fs(location, **dict(storage_options or {}))
     except ImportError as exc:
@@ -45,7 +49,7 @@ def _fresh(fs: AbstractFileSystem, path: str) -> None:
 def _folders_are_real(fs: AbstractFileSystem) -> bool:
     """Whether empty folders exist on ``fs`` (on object stores they do not, and s3fs's makedirs of a
     bucket-level path would create a bucket)."""
-    return isinstance(fs, LocalFileSystem | MemoryFileSystem) or "hdfs" in _protocols(fs)
+    return isinstance(fs, LocalFileSystem | MemoryFileSystem) or bool({"hdfs", "webhdfs"} & set(_protocols(fs)))
 
 
 def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
@@ -94,8 +98,9 @@ def create_exclusive(location: str, data: bytes, storage_options: StorageOptions
     and a reader never sees a partial file; ``O_EXCL`` where hard links are not supported); on S3 a
     conditional put (``If-None-Match: *``, s3fs's ``mode="create"``; AWS S3 and compatible stores that
     honour it: a store that ignores the header silently lets the later put win); in fsspec's memory
-    filesystem a create that fails on an existing file. Other drivers (HDFS through pyarrow, gcsfs,
-    adlfs) fall back to fsspec's check-then-write: two creators finishing within the same instant could
+    filesystem a create that fails on an existing file; on HDFS (over WebHDFS) a complete temporary file
+    renamed without overwrite, which the NameNode refuses atomically when the name exists. Other drivers
+    (gcsfs, adlfs) fall back to fsspec's check-then-write: two creators finishing within the same instant could
     both succeed, the later replacing the earlier; each writes complete content in one put, so a reader
     still sees one creator's content whole.
     """

@@ -55,6 +55,8 @@ def _family(scheme: str) -> str:
         return "gs"
     if scheme in ("abfs", "abfss"):
         return "abfs"
+    if scheme == "hdfs":
+        return "hdfs"
     return ""
 
 
@@ -237,24 +239,52 @@ def _abfs_options(conf: Mapping[str, str]) -> dict[str, Any]:
     return options
 
 
+_HDFS_OPTIONS = frozenset({"webhdfs_url", "user"})
+
+
+def _hdfs_conf(options: Mapping[str, Any]) -> dict[str, str]:
+    # Spark's HDFS client needs nothing from here (the cluster's configuration names the NameNode); the
+    # NameNode's web address travels so the driver's Python reaches the same files over WebHDFS. The user
+    # is HADOOP_USER_NAME on both sides, not a setting.
+    _unknown("hdfs", options, _HDFS_OPTIONS)
+    url = options.get("webhdfs_url")
+    if not url:
+        return {}
+    if not str(url).startswith(("http://", "https://")):
+        raise StorageConfigError(f"storage option webhdfs_url {url!r} for hdfs://; allowed: http(s)://namenode:port")
+    secure, address = str(url).startswith("https://"), str(url).split("://", 1)[1].rstrip("/")
+    return {"dfs.namenode.https-address" if secure else "dfs.namenode.http-address": address}
+
+
+def _hdfs_options(conf: Mapping[str, str]) -> dict[str, Any]:
+    if address := conf.get("dfs.namenode.https-address", "").strip():
+        return {"webhdfs_url": f"https://{address}"}
+    if address := conf.get("dfs.namenode.http-address", "").strip():
+        return {"webhdfs_url": f"http://{address}"}
+    return {}
+
+
 _TO_HADOOP: Mapping[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {
     "s3": _s3_conf,
     "gs": _gs_conf,
     "abfs": _abfs_conf,
+    "hdfs": _hdfs_conf,
 }
 _FROM_HADOOP: Mapping[str, Callable[[Mapping[str, str]], dict[str, Any]]] = {
     "s3": _s3_options,
     "gs": _gs_options,
     "abfs": _abfs_options,
+    "hdfs": _hdfs_options,
 }
 
 
 def spark_hadoop_conf(scheme: str, options: Mapping[str, Any] | None) -> dict[str, str]:
     """The ``spark.hadoop.*`` settings that let Spark reach a ``scheme`` store the way ``options`` let fsspec.
 
-    S3 (s3fs options), GCS (gcsfs) and ABFS (adlfs: account key or service principal) are mapped; for other
-    schemes (file, HDFS...) Spark takes its settings from the cluster's own Hadoop configuration and the
-    result is empty. An option that reaches the store but has no Hadoop counterpart here is an error
+    S3 (s3fs options), GCS (gcsfs) and ABFS (adlfs: account key or service principal) are mapped; HDFS
+    carries the NameNode's web address (``webhdfs_url``) for the driver's Python; for other schemes
+    (file...) Spark takes its settings from the cluster's own Hadoop configuration and the result is
+    empty. An option that reaches the store but has no Hadoop counterpart here is an error
     naming it, rather than a Spark side that silently lacks it.
     """
     to_hadoop = _TO_HADOOP.get(_family(scheme))
