@@ -179,6 +179,18 @@ class ClusterSettings(SettingsModel):
             default_text="none (declared capacity)",
         ),
     ] = None
+    hadoop_conf_dir: Annotated[
+        str | None,
+        string(
+            "Hadoop configuration folder",
+            "YARN and HDFS: the folder with the cluster's core-site.xml, hdfs-site.xml and yarn-site.xml on the "
+            "Airflow worker. spark-submit gets it as HADOOP_CONF_DIR and YARN_CONF_DIR; the Airflow side reads the "
+            "NameNode's web address (dfs.namenode.http-address) from it to reach an hdfs:// storage root.",
+            "/etc/hadoop/conf",
+            check=coercion.absolute_path,
+            default_text="the worker's HADOOP_CONF_DIR",
+        ),
+    ] = None
     history_server_url: Annotated[
         str | None,
         string(

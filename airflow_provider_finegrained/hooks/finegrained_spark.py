@@ -162,12 +162,18 @@ class FineGrainedSparkHook(BaseHook):
     def storage_options(self) -> dict[str, Any]:
         """fsspec options for the storage root's filesystem, from the connection ``storage_conn_id`` names.
 
-        Empty when ``storage_conn_id`` is unset or the root is local. The credentials it returns are
+        Empty when ``storage_conn_id`` is unset or the root is local; for an ``hdfs://`` root without it, the
+        NameNode's WebHDFS address from ``hadoop_conf_dir`` (``storage/hdfs.py``). The credentials it returns are
         registered with Airflow's secrets masker and never logged; see ``hooks.storage_options`` for the
         mapping per scheme (s3 from an ``aws`` connection, gs from a ``google_cloud_platform`` one).
         """
         settings = self.get_settings()
         conn_id = settings.storage_conn_id
+        if conn_id is None and settings.storage_scheme == "hdfs":
+            from airflow_provider_finegrained.storage.hdfs import webhdfs_url
+
+            # The Airflow side and the driver's Python reach HDFS over the NameNode's WebHDFS.
+            return {"webhdfs_url": webhdfs_url(settings.storage_root, settings.hadoop_conf_dir)}
         if conn_id is None or settings.storage_is_local:
             return {}
         try:
@@ -325,11 +331,9 @@ def _executor_bounds(settings: ConnectionSettings) -> tuple[int, int | None]:
 
 
 def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check]:
-    from airflow_provider_finegrained.capacity.sources import (
-        CapacityUnavailable,
-        fetch_standalone_capacity,
-        fetch_yarn_capacity,
-    )
+    from airflow_provider_finegrained.capacity.sources import CapacityUnavailable
+    from airflow_provider_finegrained.launchers.standalone.capacity import fetch_standalone_capacity
+    from airflow_provider_finegrained.launchers.yarn.capacity import fetch_yarn_capacity
 
     kind = settings.master_kind
     if kind in ("local", "local-cluster"):

@@ -76,6 +76,8 @@ class SparkSubmitLauncher:
         env = {"PYTHONUNBUFFERED": "1"}
         if self.settings.java_home:
             env["JAVA_HOME"] = self.settings.java_home
+        if self.settings.hadoop_conf_dir:
+            env["HADOOP_CONF_DIR"] = env["YARN_CONF_DIR"] = self.settings.hadoop_conf_dir
         env.update(spec.env)
         return env
 
