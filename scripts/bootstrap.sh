@@ -34,6 +34,16 @@ ensure_java() {
     [ "${major:-0}" -ge 17 ] || { log "Java install failed: java -version reports ${major:-nothing}"; exit 1; }
 }
 
+ensure_maven() {
+    # Maven fetches the loopback Hadoop cluster's jars from Maven Central (spark/hadoop_cluster.py).
+    command -v mvn >/dev/null 2>&1 && return
+    log "mvn not found; installing maven with apt"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq maven >/dev/null
+}
+
 ensure_venv() {
     command -v "$PYTHON_BIN" >/dev/null 2>&1 || PYTHON_BIN=python3
     "$PYTHON_BIN" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
@@ -54,6 +64,7 @@ ensure_venv() {
 }
 
 ensure_java
+ensure_maven
 ensure_venv
 export PATH="$VENV/bin:$PATH"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_finegrained.cli import cluster, report, size, warm
+from airflow_provider_finegrained.cli import cluster, hadoop, report, size, warm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,7 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     size.add_parser,
     report.add_parser,
     cluster.add_parser,
+    hadoop.add_parser,
     warm.add_parser,
 )
 """Each adds one command to an ``add_subparsers()`` object; the ``airflow finegrained`` group reuses them."""

@@ -1,0 +1,316 @@
+"""A real Hadoop cluster on 127.0.0.1 (YARN and HDFS) for trying the provider out and for its tests.
+
+One JVM runs a MiniDFSCluster (NameNode and DataNode, WebHDFS on) and a MiniYARNCluster (ResourceManager
+and NodeManagers) from ``org.apache.hadoop:hadoop-client-minicluster`` at the Hadoop version pyspark
+bundles (``hadoop_minicluster/LoopbackHadoop.java``, run with Java's single-file launcher). Its jars come
+from Maven Central through ``mvn`` once and stay in the local Maven repository (``~/.m2``); the resolved
+classpath is cached per Hadoop version under :func:`cache_dir`. ``work_dir/hadoop.json`` records what
+was started, so another process can find and stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+from typing import Any
+
+import psutil  # type: ignore[import-untyped, unused-ignore]
+
+from airflow_provider_finegrained.launchers.http import get_json
+from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
+from airflow_provider_finegrained.spark.submit import spark_home
+
+STATE_FILE = "hadoop.json"
+MAIN_CLASS = "LoopbackHadoop"
+RESOURCES = "airflow_provider_finegrained.spark.hadoop_minicluster"
+
+# What Spark's launcher opens for Java 17 (JavaModuleOptions); Hadoop's services need the same.
+JAVA_17_OPENS = tuple(
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in (
+        "java.lang",
+        "java.lang.invoke",
+        "java.lang.reflect",
+        "java.io",
+        "java.net",
+        "java.nio",
+        "java.util",
+        "java.util.concurrent",
+        "java.util.concurrent.atomic",
+        "sun.nio.ch",
+        "sun.nio.cs",
+        "sun.security.action",
+        "sun.util.calendar",
+    )
+)
+
+
+class HadoopClusterError(RuntimeError):
+    """The Hadoop cluster could not be set up, started or stopped; the message says what to do."""
+
+
+class HadoopClusterNotFoundError(FileNotFoundError):
+    """No Hadoop cluster is recorded in the work directory."""
+
+
+@dataclass(frozen=True)
+class HadoopCluster:
+    """A running loopback Hadoop cluster, as recorded in ``work_dir/hadoop.json``."""
+
+    work_dir: str
+    pid: int
+    hadoop_version: str
+    conf_dir: str
+    """A client's HADOOP_CONF_DIR (core-, hdfs- and yarn-site.xml with the cluster's addresses)."""
+    default_fs: str
+    namenode_http_url: str
+    resourcemanager_url: str
+    resourcemanager_address: str
+    nodemanagers: int
+    vcores_per_node: int
+    memory_mb_per_node: int
+    log_file: str
+
+    def storage_root(self, folder: str = "/finegrained") -> str:
+        """An ``hdfs://`` storage root on this cluster."""
+        return f"{self.default_fs.rstrip('/')}/{folder.strip('/')}"
+
+    def status(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The ResourceManager's cluster metrics and nodes."""
+        metrics = get_json(f"{self.resourcemanager_url}/ws/v1/cluster/metrics", timeout_s)
+        nodes = get_json(f"{self.resourcemanager_url}/ws/v1/cluster/nodes", timeout_s)
+        return {"metrics": metrics.get("clusterMetrics", {}), "nodes": (nodes.get("nodes") or {}).get("node", [])}
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop the services and every container they run; remove the state file."""
+        try:
+            terminate_processes(lambda: _cluster_processes(self), timeout_s, "the Hadoop cluster", kill_wait_s=10.0)
+        except ProcessTreeSurvivedError as exc:
+            raise HadoopClusterError(str(exc)) from None
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(self.work_dir, STATE_FILE))
+
+
+def bundled_hadoop_version(home: str | None = None) -> str:
+    """The Hadoop client version in Spark's jars (``hadoop-client-api-<v>.jar``): 3.5.0 for pyspark 4.3."""
+    jars = glob.glob(os.path.join(spark_home(home), "jars", "hadoop-client-api-*.jar"))
+    if not jars:
+        raise HadoopClusterError(f"Spark at {spark_home(home)} bundles no hadoop-client-api jar")
+    return os.path.basename(sorted(jars)[-1]).removeprefix("hadoop-client-api-").removesuffix(".jar")
+
+
+def cache_dir() -> str:
+    """Where the resolved classpath is kept (outside any checkout): ``$XDG_CACHE_HOME/airflow-provider-finegrained``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "airflow-provider-finegrained", "hadoop")
+
+
+def resolve_classpath(version: str, timeout_s: float = 900.0) -> str:
+    """The minicluster's classpath at Hadoop ``version``, fetched from Maven Central with ``mvn`` once.
+
+    Maven keeps the jars in its local repository; the classpath is cached per version and resolved
+    again when a jar it names is gone.
+    """
+    folder = os.path.join(cache_dir(), version)
+    cached = os.path.join(folder, "classpath.txt")
+    with contextlib.suppress(FileNotFoundError):
+        with open(cached, encoding="utf-8") as handle:
+            classpath = handle.read().strip()
+        if classpath and all(os.path.isfile(jar) for jar in classpath.split(os.pathsep)):
+            return classpath
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise HadoopClusterError(
+            "mvn (Apache Maven) is not on PATH; it fetches the Hadoop minicluster's jars from Maven Central: "
+            "install it (apt-get install maven; scripts/bootstrap.sh does) and run again"
+        )
+    os.makedirs(folder, exist_ok=True)
+    pom = os.path.join(folder, "pom.xml")
+    # Maven writes target/ beside the pom: keep that in the cache, not in the installed package.
+    shutil.copyfile(str(resources.files(RESOURCES).joinpath("pom.xml")), pom)
+    command = [mvn, "-q", "-B", "-f", pom, f"-Dhadoop.version={version}", "dependency:build-classpath"]
+    command.append(f"-Dmdep.outputFile={cached}.tmp")
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if completed.returncode != 0:
+        tail = "\n".join((completed.stdout + completed.stderr).strip().splitlines()[-15:])
+        raise HadoopClusterError(f"mvn could not resolve hadoop-client-minicluster {version}:\n{tail}")
+    os.replace(f"{cached}.tmp", cached)
+    with open(cached, encoding="utf-8") as handle:
+        return handle.read().strip()
+
+
+def start_hadoop_cluster(
+    work_dir: str,
+    nodemanagers: int = 2,
+    vcores_per_node: int = 2,
+    memory_mb_per_node: int = 3072,
+    min_allocation_mb: int = 256,
+    small_queue_percent: int = 25,
+    timeout_s: float = 180.0,
+) -> HadoopCluster:
+    """Start HDFS and YARN on 127.0.0.1 with state under ``work_dir``; return once every service is up.
+
+    The scheduler has two queues: ``default`` and ``small`` (``small_queue_percent`` of the cluster), so a
+    queue too small for a region can be had on purpose. What was started is stopped again if start-up fails.
+    """
+    for name, value, least in (
+        ("nodemanagers", nodemanagers, 1),
+        ("vcores_per_node", vcores_per_node, 1),
+        ("memory_mb_per_node", memory_mb_per_node, 512),
+        ("min_allocation_mb", min_allocation_mb, 64),
+        ("small_queue_percent", small_queue_percent, 1),
+    ):
+        if value < least:
+            raise ValueError(f"{name}: {value} is too small; allowed: at least {least}")
+    if small_queue_percent >= 100:
+        raise ValueError(f"small_queue_percent: {small_queue_percent}; allowed: 1 to 99")
+    work_dir = os.path.abspath(work_dir)
+    if os.path.exists(os.path.join(work_dir, STATE_FILE)):
+        raise HadoopClusterError(f"a cluster is already recorded in {work_dir}; stop it first")
+    java = check_java()
+    version = bundled_hadoop_version()
+    classpath = resolve_classpath(version)
+    # What an earlier cluster in this folder left: a fresh NameNode is formatted on every start.
+    for leftover in ("conf", "dfs", "tmp"):
+        shutil.rmtree(os.path.join(work_dir, leftover), ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(work_dir, "cluster.properties"))
+    os.makedirs(os.path.join(work_dir, "logs"), exist_ok=True)
+    log_file = os.path.join(work_dir, "logs", "hadoop.log")
+    source = resources.files(RESOURCES)
+    env = dict(os.environ)
+    # The NodeManagers start containers with the JAVA_HOME they inherit.
+    env["JAVA_HOME"] = java.java_home or os.path.dirname(os.path.dirname(os.path.realpath(java.executable)))
+    env.pop("JAVA_TOOL_OPTIONS", None)  # a test harness's JIT flags are not meant for the services
+    command = [
+        java.executable,
+        "-Xmx1g",
+        *JAVA_17_OPENS,
+        f"-Dlog4j.configuration=file:{source.joinpath('log4j.properties')}",
+        "-cp",
+        classpath,
+        str(source.joinpath(f"{MAIN_CLASS}.java")),
+        work_dir,
+        str(nodemanagers),
+        str(vcores_per_node),
+        str(memory_mb_per_node),
+        str(min_allocation_mb),
+        str(small_queue_percent),
+    ]
+    with open(log_file, "ab") as log:
+        # A session of its own: the cluster outlives this process and a Ctrl-C at our terminal.
+        process = subprocess.Popen(
+            command, env=env, cwd=work_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    properties = os.path.join(work_dir, "cluster.properties")
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(properties):
+        if process.poll() is not None or time.monotonic() > deadline:
+            what = f"exited with {process.returncode}" if process.returncode is not None else "timed out"
+            with contextlib.suppress(ProcessTreeSurvivedError):
+                terminate_processes(lambda: with_descendants([psutil.Process(process.pid)]), 30, "start-up")
+            raise HadoopClusterError(f"the Hadoop cluster {what} during start-up; see {log_file}:\n{_tail(log_file)}")
+        time.sleep(0.25)
+    found = _read_properties(properties)
+    cluster = HadoopCluster(
+        work_dir=work_dir,
+        pid=process.pid,
+        hadoop_version=version,
+        conf_dir=os.path.join(work_dir, "conf"),
+        default_fs=found["fs.defaultFS"],
+        namenode_http_url=found["namenode.http"],
+        resourcemanager_url=found["resourcemanager.webapp"],
+        resourcemanager_address=found["resourcemanager.address"],
+        nodemanagers=nodemanagers,
+        vcores_per_node=vcores_per_node,
+        memory_mb_per_node=memory_mb_per_node,
+        log_file=log_file,
+    )
+    _wait_for_nodes(cluster, deadline)
+    _write_state(cluster)
+    return cluster
+
+
+def _wait_for_nodes(cluster: HadoopCluster, deadline: float) -> None:
+    while True:
+        try:
+            running = [n for n in cluster.status()["nodes"] if n.get("state") == "RUNNING"]
+        except Exception:  # the web server may still be starting
+            running = []
+        if len(running) >= cluster.nodemanagers:
+            return
+        if time.monotonic() > deadline:
+            cluster.stop()
+            raise HadoopClusterError(f"{len(running)} of {cluster.nodemanagers} NodeManagers registered in time")
+        time.sleep(0.5)
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    """A Java properties file as written by ``Properties.store`` (``key=value``, ``\\`` escapes)."""
+    found: dict[str, str] = {}
+    with open(path, encoding="latin-1") as handle:
+        for line in handle:
+            if line.startswith("#") or "=" not in line:
+                continue
+            key, _, value = line.rstrip("\n").partition("=")
+            found[key.replace("\\", "")] = value.replace("\\", "")
+    return found
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8", errors="replace") as handle:
+        return "\n".join(handle.read().splitlines()[-lines:])
+    return ""
+
+
+def _cluster_processes(cluster: HadoopCluster) -> list[psutil.Process]:
+    """The cluster's JVM, its containers, and any container that outlived it (found by its working folder).
+
+    NodeManagers start containers in sessions of their own, so a container whose NodeManager died is no
+    longer a descendant; it still runs inside the cluster's work directory.
+    """
+    found: dict[int, psutil.Process] = {}
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(cluster.pid)
+        if MAIN_CLASS in " ".join(proc.cmdline()):
+            found[proc.pid] = proc
+    prefix = cluster.work_dir + os.sep
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.pid not in found and proc.cwd().startswith(prefix):
+                found[proc.pid] = proc
+    return with_descendants(found.values())
+
+
+def _write_state(cluster: HadoopCluster) -> None:
+    path = os.path.join(cluster.work_dir, STATE_FILE)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(asdict(cluster), handle, indent=2)
+    os.replace(temporary, path)
+
+
+def load_hadoop_cluster(work_dir: str) -> HadoopCluster:
+    """The cluster recorded in ``work_dir/hadoop.json``; HadoopClusterNotFoundError if there is none."""
+    path = os.path.join(os.path.abspath(work_dir), STATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        raise HadoopClusterNotFoundError(
+            f"no Hadoop cluster state in {path}; start one with `hadoop start --dir {work_dir}`"
+        ) from None
+    names = {f.name for f in fields(HadoopCluster)}
+    try:
+        return HadoopCluster(**{k: v for k, v in state.items() if k in names})
+    except TypeError as exc:
+        raise ValueError(f"{path} is not a Hadoop cluster state file: {exc}") from exc
