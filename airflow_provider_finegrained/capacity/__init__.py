@@ -1,4 +1,5 @@
-"""Cluster capacity: read what is free (standalone, YARN, declared), reserve it across parallel regions.
+"""Cluster capacity: what is free (a cluster manager's answer, read by its launcher package, or a declared
+capacity), reserved across parallel regions.
 
 Imports neither Airflow nor Spark.
 """
@@ -14,40 +15,18 @@ from airflow_provider_finegrained.capacity.request import executor_request, loca
 from airflow_provider_finegrained.capacity.sources import (
     CapacityUnavailable,
     ClusterCapacity,
-    HttpRequest,
-    QueueHeadroom,
     declared_capacity,
-    fetch_standalone_capacity,
-    fetch_yarn_capacity,
-    limit_to_headroom,
-    parse_standalone_status,
-    parse_yarn_metrics,
-    parse_yarn_nodes,
-    parse_yarn_queue_headroom,
-    parse_yarn_running_apps,
-    yarn_requests,
 )
 
 __all__ = [
     "DEFAULT_MAX_AGE_S",
     "CapacityUnavailable",
     "ClusterCapacity",
-    "HttpRequest",
     "LedgerView",
-    "QueueHeadroom",
     "Reservation",
     "ReservationLedger",
     "declared_capacity",
     "executor_request",
-    "fetch_standalone_capacity",
-    "fetch_yarn_capacity",
-    "limit_to_headroom",
     "local_request",
-    "parse_standalone_status",
-    "parse_yarn_metrics",
-    "parse_yarn_nodes",
-    "parse_yarn_queue_headroom",
-    "parse_yarn_running_apps",
     "subtract",
-    "yarn_requests",
 ]

@@ -23,11 +23,11 @@ from airflow_provider_finegrained.capacity import (
     ReservationLedger,
     declared_capacity,
     executor_request,
-    fetch_standalone_capacity,
-    fetch_yarn_capacity,
     local_request,
     subtract,
 )
+from airflow_provider_finegrained.launchers.standalone.capacity import fetch_standalone_capacity
+from airflow_provider_finegrained.launchers.yarn.capacity import fetch_yarn_capacity
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, format_bytes
 from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,

@@ -85,7 +85,7 @@ class RemoteApplication:
             )
             return f"Driver {handle.driver_id} on {settings.master} ended: {state}"
         if handle.launcher == "yarn":
-            from airflow_provider_finegrained.launchers.yarn import kill_yarn_app
+            from airflow_provider_finegrained.launchers.yarn.launcher import kill_yarn_app
 
             rm_url = settings.yarn_resourcemanager_url
             if not rm_url:
@@ -118,7 +118,7 @@ class RemoteApplication:
         return LaunchStatus(state, self.handle.application_id, driver_id, f"driver {driver_id} is {found}")
 
     def _yarn_status(self) -> LaunchStatus:
-        from airflow_provider_finegrained.launchers.yarn import yarn_app_status
+        from airflow_provider_finegrained.launchers.yarn.launcher import yarn_app_status
 
         app_id, rm_url = self.handle.application_id, self.settings.yarn_resourcemanager_url
         assert app_id is not None

@@ -29,13 +29,17 @@ import pytest
 from airflow_provider_finegrained.capacity import (
     CapacityUnavailable,
     ClusterCapacity,
-    HttpRequest,
-    QueueHeadroom,
     declared_capacity,
     executor_request,
+)
+from airflow_provider_finegrained.launchers.http import HttpRequest
+from airflow_provider_finegrained.launchers.standalone.capacity import (
     fetch_standalone_capacity,
-    fetch_yarn_capacity,
     parse_standalone_status,
+)
+from airflow_provider_finegrained.launchers.yarn.capacity import (
+    QueueHeadroom,
+    fetch_yarn_capacity,
     parse_yarn_metrics,
     parse_yarn_nodes,
     parse_yarn_queue_headroom,
@@ -271,13 +275,15 @@ RM_SCHEDULER = "/ws/v1/cluster/scheduler"
 
 def test_yarn_requests_are_exact() -> None:
     rm = "http://rm.example.com:8088/"
-    accept = (("Accept", "application/json"),)
+    accept = {"Accept": "application/json"}
     assert yarn_requests(rm) == [
-        HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/nodes?states=RUNNING", accept),
-        HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/metrics", accept),
-        HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/apps?states=RUNNING", accept),
+        HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/nodes?states=RUNNING", headers=accept),
+        HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/metrics", headers=accept),
+        HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/apps?states=RUNNING", headers=accept),
     ]
-    assert yarn_requests(rm, queue="etl")[3] == HttpRequest("GET", "http://rm.example.com:8088/ws/v1/cluster/scheduler")
+    assert yarn_requests(rm, queue="etl")[3] == HttpRequest(
+        "GET", "http://rm.example.com:8088/ws/v1/cluster/scheduler", headers=accept
+    )
 
 
 def test_parse_yarn_nodes() -> None:

@@ -20,7 +20,7 @@ from airflow_provider_finegrained.launchers.kubernetes import (
     k8s_status_command,
     parse_k8s_status_output,
 )
-from airflow_provider_finegrained.launchers.yarn import (
+from airflow_provider_finegrained.launchers.yarn.launcher import (
     kill_yarn_app,
     parse_yarn_app_status,
     parse_yarn_kill_answer,
