@@ -31,8 +31,6 @@ STANDALONE_DRIVER_STATES: dict[str, LaunchState] = {
 }
 """A standalone driver's state (``DriverState``) as a launch state."""
 
-YARN_PENDING = frozenset({"NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED"})
-
 
 class RemoteApplication:
     """One application on its cluster manager, known by its handle; no process of this task is involved."""
@@ -85,7 +83,7 @@ class RemoteApplication:
             )
             return f"Driver {handle.driver_id} on {settings.master} ended: {state}"
         if handle.launcher == "yarn":
-            from airflow_provider_finegrained.launchers.yarn.launcher import kill_yarn_app
+            from airflow_provider_finegrained.launchers.yarn.applications import kill_yarn_app
 
             rm_url = settings.yarn_resourcemanager_url
             if not rm_url:
@@ -118,21 +116,13 @@ class RemoteApplication:
         return LaunchStatus(state, self.handle.application_id, driver_id, f"driver {driver_id} is {found}")
 
     def _yarn_status(self) -> LaunchStatus:
-        from airflow_provider_finegrained.launchers.yarn.launcher import yarn_app_status
+        from airflow_provider_finegrained.launchers.yarn.applications import yarn_app_status, yarn_launch_status
 
         app_id, rm_url = self.handle.application_id, self.settings.yarn_resourcemanager_url
         assert app_id is not None
         if not rm_url:
             return LaunchStatus("unknown", app_id, None, "no ResourceManager to ask (set yarn_resourcemanager_url)")
-        app = yarn_app_status(rm_url, app_id)
-        state: LaunchState
-        if not app.done:
-            state = "pending" if app.state in YARN_PENDING else "running"
-        elif app.succeeded:
-            state = "succeeded"
-        else:
-            state = "killed" if "KILLED" in (app.state, app.final_status) else "failed"
-        return LaunchStatus(state, app_id, None, f"{app.state}/{app.final_status} {app.diagnostics}".strip())
+        return yarn_launch_status(yarn_app_status(rm_url, app_id), app_id)
 
     def _kubernetes_status(self) -> LaunchStatus:
         from airflow_provider_finegrained.launchers.kubernetes import KubernetesLauncher

@@ -17,6 +17,7 @@ MODULES = [
     "standalone",
     "standalone.capacity",
     "yarn",
+    "yarn.applications",
     "yarn.capacity",
     "kubernetes",
     "warm",

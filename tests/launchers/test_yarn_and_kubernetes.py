@@ -20,15 +20,15 @@ from airflow_provider_finegrained.launchers.kubernetes import (
     k8s_status_command,
     parse_k8s_status_output,
 )
-from airflow_provider_finegrained.launchers.yarn.launcher import (
+from airflow_provider_finegrained.launchers.yarn.applications import (
     kill_yarn_app,
     parse_yarn_app_status,
     parse_yarn_kill_answer,
     yarn_app_status,
-    yarn_cluster_submit_request,
     yarn_kill_request,
     yarn_status_request,
 )
+from airflow_provider_finegrained.launchers.yarn.launcher import yarn_cluster_submit_request
 from airflow_provider_finegrained.spark.submit import build_spark_submit_command, spark_submit_command
 from tests.loopback_http import JsonHandler, serving
 
