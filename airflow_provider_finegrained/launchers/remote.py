@@ -71,11 +71,11 @@ class RemoteApplication:
         """Stop the application on its cluster manager; say what was done."""
         handle, settings = self.handle, self.settings
         if handle.launcher == "standalone":
-            from airflow_provider_finegrained.spark import standalone_driver
+            from airflow_provider_finegrained.launchers.standalone import client
 
             assert handle.driver_id is not None  # identified() checked it
             urls = settings.webui_json_urls()
-            state = standalone_driver.kill_driver(
+            state = client.kill_driver(
                 settings.master.split(",")[0],
                 handle.driver_id,
                 spark_home=settings.spark_home,
@@ -102,7 +102,7 @@ class RemoteApplication:
     # -- each cluster manager ------------------------------------------------------------------------
 
     def _standalone_status(self) -> LaunchStatus:
-        from airflow_provider_finegrained.spark.standalone_driver import driver_state
+        from airflow_provider_finegrained.launchers.standalone.client import driver_state
 
         driver_id = self.handle.driver_id
         assert driver_id is not None

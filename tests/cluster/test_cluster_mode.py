@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_provider_finegrained.spark import standalone_driver as drivers
+from airflow_provider_finegrained.launchers.standalone import client as drivers
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess, SubmitResult, run_spark_submit
 from airflow_provider_finegrained.spark.standalone import StandaloneCluster
 from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command, build_spark_submit_env

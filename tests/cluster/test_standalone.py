@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
-from airflow_provider_finegrained.spark import standalone_driver as drivers
+from airflow_provider_finegrained.launchers.standalone import client as drivers
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess, SubmitResult
 from airflow_provider_finegrained.spark.standalone import (
     ClusterNotFoundError,

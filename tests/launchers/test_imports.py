@@ -15,6 +15,7 @@ MODULES = [
     "submitting",
     "local",
     "standalone",
+    "standalone.client",
     "standalone.capacity",
     "yarn",
     "yarn.applications",

@@ -1,6 +1,7 @@
-"""Spark standalone: the launcher, and the master's free capacity (``capacity``).
+"""Spark standalone: the launcher, and the master's REST client for drivers (``client``).
 
-Everything the provider knows of a standalone master lives in this package.
+Everything the provider knows of a standalone master lives in this package; the programs that run next
+to a cluster-mode driver stay in ``spark/standalone_driver.py`` (standard library only).
 """
 
 from airflow_provider_finegrained.launchers.standalone.launcher import (

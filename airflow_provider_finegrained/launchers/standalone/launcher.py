@@ -13,8 +13,8 @@ import os
 from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec
 from airflow_provider_finegrained.launchers.links import quote
 from airflow_provider_finegrained.launchers.master import MasterKind
+from airflow_provider_finegrained.launchers.standalone.client import kill_driver, read_driver_log
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
-from airflow_provider_finegrained.spark import standalone_driver
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest, python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.storage import filesystem
@@ -67,7 +67,7 @@ class StandaloneLauncher(SparkSubmitLauncher):
         driver_id = process.driver_id
         if not driver_id:
             return "spark-submit was stopped before the master named a driver"
-        state = standalone_driver.kill_driver(
+        state = kill_driver(
             self.settings.master.split(",")[0],
             driver_id,
             spark_home=self.settings.spark_home,
@@ -80,7 +80,7 @@ class StandaloneLauncher(SparkSubmitLauncher):
         driver_id, json_url = self._driver_id(), self._json_url()
         if self.settings.deploy_mode != "cluster" or not driver_id or not json_url:
             return None
-        text = standalone_driver.read_driver_log(json_url, driver_id, "stderr", max_bytes=DRIVER_LOG_BYTES)
+        text = read_driver_log(json_url, driver_id, "stderr", max_bytes=DRIVER_LOG_BYTES)
         return f"driver {driver_id} stderr (last {DRIVER_LOG_BYTES // 1024} KiB):\n{text}"
 
     def cluster_app_url(self, application_id: str) -> str | None:
