@@ -126,6 +126,22 @@ def s3_options(endpoint: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def hadoop_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Hadoop cluster on 127.0.0.1 for the session: HDFS (WebHDFS on) and YARN with two NodeManagers of
+    2 vcores and 4 GiB (spark/hadoop_cluster.py; its jars come from Maven Central once, into ~/.m2)."""
+    import psutil
+
+    from airflow_provider_finegrained.spark.hadoop_cluster import start_hadoop_cluster
+
+    cluster = start_hadoop_cluster(str(tmp_path_factory.mktemp("hadoop")), nodemanagers=2, vcores_per_node=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not psutil.pid_exists(cluster.pid) or psutil.Process(cluster.pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     """The URL of a moto S3 server on 127.0.0.1 (a free port) with the bucket ``S3_BUCKET``, for the session.
 

@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_provider_finegrained.storage.errors import StorageConfigError
-from airflow_provider_finegrained.storage.hdfs import HDFS_SCHEMES, hdfs_filesystem
+from airflow_provider_finegrained.storage.hdfs import HDFS_SCHEMES, WebHdfsFileSystem, hdfs_filesystem
 from airflow_provider_finegrained.storage.locations import basename, join, parent, redact
 
 StorageOptions = Mapping[str, Any] | None
@@ -198,11 +198,16 @@ def remove(location: str, storage_options: StorageOptions = None) -> bool:
 
 
 def remove_empty_folder(location: str, storage_options: StorageOptions = None) -> None:
-    """Remove the folder ``location`` if it is empty; nothing otherwise (object stores have no empty folders)."""
+    """Remove the folder ``location`` if it is empty (local, memory, HDFS); nothing otherwise (object stores have
+    no empty folders)."""
     fs, path = filesystem(location, storage_options)
     if isinstance(fs, LocalFileSystem | MemoryFileSystem):  # their rmdir refuses a non-empty folder
         with contextlib.suppress(OSError):
             fs.rmdir(path)
+    elif isinstance(fs, WebHdfsFileSystem):
+        # A DELETE that is not recursive: the NameNode refuses a folder that is not empty.
+        with contextlib.suppress(OSError, RuntimeError):
+            fs.rm(path, recursive=False)
 
 
 def reset_folder(location: str, storage_options: StorageOptions = None) -> None:

@@ -302,5 +302,7 @@ def fsspec_options(scheme: str, conf: Mapping[str, str]) -> dict[str, Any]:
     from_hadoop = _FROM_HADOOP.get(_family(scheme))
     if from_hadoop is None:
         return {}
-    hadoop = {key.removeprefix(PREFIX): str(value) for key, value in conf.items() if key.startswith(("fs.", PREFIX))}
+    hadoop = {
+        key.removeprefix(PREFIX): str(value) for key, value in conf.items() if key.startswith(("fs.", "dfs.", PREFIX))
+    }
     return from_hadoop(hadoop)

@@ -29,9 +29,11 @@ class Store:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-@pytest.fixture(params=["local", "memory", "s3"])
+@pytest.fixture(params=["local", "memory", "s3", pytest.param("hdfs", marks=pytest.mark.hadoop)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A fresh, empty root on each kind of storage (the same test runs on all three)."""
+    """A fresh, empty root on each kind of storage (the same test runs on all four).
+
+    ``hdfs`` is the session's loopback Hadoop cluster, reached over WebHDFS (storage/hdfs.py)."""
     unique = uuid.uuid4().hex[:12]
     if request.param == "local":
         yield Store("local", str(tmp_path / "storage"))
@@ -39,6 +41,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         root = f"memory://fg-tests/{unique}"
         yield Store("memory", root)
         remove(root)  # the memory filesystem lives as long as the process
+    elif request.param == "hdfs":
+        cluster = request.getfixturevalue("hadoop_cluster")
+        root = cluster.storage_root(f"/storage-tests/{unique}")
+        options = {"webhdfs_url": cluster.namenode_http_url}
+        yield Store("hdfs", root, options)
+        remove(root, options)
     else:
         endpoint = request.getfixturevalue("moto_endpoint")
         yield Store("s3", f"s3://{S3_BUCKET}/{unique}", s3_options(endpoint))

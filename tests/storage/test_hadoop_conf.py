@@ -77,6 +77,9 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
             H + f"fs.azure.account.oauth2.client.endpoint.{HOST}": "https://login.microsoftonline.com/t-1/oauth2/token",
         },
     ),
+    # HDFS: Spark needs nothing; the NameNode's web address travels for the driver's Python (WebHDFS).
+    ("hdfs", {"webhdfs_url": "http://nn.example:9870"}, {H + "dfs.namenode.http-address": "nn.example:9870"}),
+    ("hdfs", {"webhdfs_url": "https://nn.example:9871"}, {H + "dfs.namenode.https-address": "nn.example:9871"}),
 ]
 SECRETS = {"s3-secret", "session-token", "AKIAEXAMPLE", "azure-key", "sp-secret"}
 
@@ -143,6 +146,8 @@ def test_fsspec_options_ignore_other_settings() -> None:
         ("abfs", {"account_name": "a", "client_id": "c"}, r"lack \['client_secret', 'tenant_id'\]"),
         ("abfs", {"account_name": "a", "sas_token": "sv=..."}, r"\['sas_token'\] for abfs://"),
         ("abfs", {"account_name": "a", "account_key": "k", "client_id": "c"}, "both account_key and a service"),
+        ("hdfs", {"webhdfs_url": "nn:9870"}, r"webhdfs_url 'nn:9870' for hdfs://; allowed: http\(s\)://"),
+        ("hdfs", {"kerberos": True}, r"\['kerberos'\] for hdfs://"),
     ],
 )
 def test_unmappable_options_are_errors(scheme: str, options: dict[str, Any], match: str) -> None:
