@@ -44,7 +44,7 @@ def test_the_namenode_web_address_comes_from_the_hadoop_configuration(
 
 
 def test_a_location_without_namenode_and_no_configuration_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(StorageConfigError, match="names no NameNode.*set hadoop_conf_dir"):
+    with pytest.raises(StorageConfigError, match=r"names no NameNode.*set hadoop_conf_dir"):
         webhdfs_url("hdfs:///data", str(tmp_path))
 
 
@@ -52,7 +52,7 @@ def test_hdfs_site_wins_over_core_site_and_bad_xml_is_named(tmp_path: Path) -> N
     folder = conf_dir(tmp_path, {"dfs.replication": "3"}, {"dfs.replication": "1"})
     assert hadoop_conf(folder)["dfs.replication"] == "1"
     (tmp_path / "core-site.xml").write_text("<configuration>")
-    with pytest.raises(StorageConfigError, match="core-site.xml is not valid XML"):
+    with pytest.raises(StorageConfigError, match=r"core-site\.xml is not valid XML"):
         hadoop_conf(folder)
 
 
