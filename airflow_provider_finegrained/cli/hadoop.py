@@ -41,6 +41,8 @@ def connection_extra(cluster: HadoopCluster) -> dict[str, Any]:
     return {
         "hadoop_conf_dir": cluster.conf_dir,
         "yarn_resourcemanager_url": cluster.resourcemanager_url,
+        "total_cores": cluster.nodemanagers * cluster.vcores_per_node,
+        "total_memory": f"{cluster.nodemanagers * cluster.memory_mb_per_node}m",
         "executor_cores": 1,
         "executor_memory": "1g",
         "storage_root": cluster.storage_root(),
