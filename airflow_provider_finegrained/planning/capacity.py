@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from airflow_provider_finegrained.planning.units import format_bytes
@@ -28,10 +28,18 @@ class ExecutorRequest:
     min_parallelism: int = 1
     slots_per_executor: int = 1
     gpus: float = 0
+    master_cores: int = 0
+    master_memory: int = 0
+    """One more container the application holds on some worker besides its executors: YARN's
+    ApplicationMaster (which runs the driver in cluster mode); 0 where there is none."""
 
     @property
     def slots(self) -> int:
         return self.executors * self.slots_per_executor
+
+    @property
+    def has_master(self) -> bool:
+        return self.master_cores > 0 or self.master_memory > 0
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,7 @@ def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity])
     if impossible is not None:
         return impossible
     asked = _describe(request)
-    fitting = sum(_executors_fitting(request, w) for w in workers)
+    fitting = _fitting(request, workers)
     free = _describe_free(workers)
     if fitting >= request.executors:
         return CapacityDecision(
@@ -119,7 +127,7 @@ def queue_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) 
     impossible = _never_fits(request, workers)
     if impossible is not None:
         return impossible
-    fitting = min(request.executors, sum(_executors_fitting(request, w) for w in workers))
+    fitting = min(request.executors, _fitting(request, workers))
     return CapacityDecision(
         CapacityOutcome.QUEUED,
         request.executors,
@@ -145,6 +153,23 @@ def _never_fits(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> 
     )
 
 
+def _fitting(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> int:
+    """How many executors fit, once the master container (if any) has the worker where it costs fewest."""
+    total = [_executors_fitting(request, w) for w in workers]
+    if not request.has_master:
+        return sum(total)
+    best = 0  # no worker holds the master: no executor can start either
+    for index, worker in enumerate(workers):
+        if worker.free_cores >= request.master_cores and worker.free_memory >= request.master_memory:
+            rest = replace(
+                worker,
+                free_cores=worker.free_cores - request.master_cores,
+                free_memory=worker.free_memory - request.master_memory,
+            )
+            best = max(best, sum(total) - total[index] + _executors_fitting(request, rest))
+    return best
+
+
 def _executors_fitting(request: ExecutorRequest, worker: WorkerCapacity) -> int:
     limits = [worker.free_cores // request.cores, worker.free_memory // request.memory]
     if request.gpus:
@@ -164,7 +189,12 @@ def _fits_when_empty(request: ExecutorRequest, worker: WorkerCapacity) -> bool |
 
 def _describe(request: ExecutorRequest) -> str:
     gpus = f", {request.gpus:g} GPU(s)" if request.gpus else ""
-    return f"{request.cores} core(s), {format_bytes(request.memory)}{gpus}"
+    master = (
+        f" plus an ApplicationMaster of {request.master_cores} core(s), {format_bytes(request.master_memory)}"
+        if request.has_master
+        else ""
+    )
+    return f"{request.cores} core(s), {format_bytes(request.memory)}{gpus}{master}"
 
 
 def _describe_free(workers: Sequence[WorkerCapacity]) -> str:

@@ -41,6 +41,39 @@ def test_decide_capacity(workers: list[WorkerCapacity], outcome: str, executors:
     assert decision.can_run == (outcome in ("as_requested", "reduced"))
 
 
+# YARN's ApplicationMaster takes 1 core and 1 GiB on one NodeManager besides the executors (1 core, 1.5 GiB
+# each, as YARN rounds 1 GiB + 384 MiB up to 256 MiB steps), e.g. the loopback cluster's two nodes of 2 cores.
+WITH_MASTER = ExecutorRequest(
+    executors=4, cores=1, memory=1536 * 2**20, parallelism=4, min_parallelism=1, master_cores=1, master_memory=GiB
+)
+
+
+@pytest.mark.parametrize(
+    ("workers", "outcome", "executors"),
+    [
+        # 2 + 2 cores: the master takes a core of one node, so 1 + 2 executors fit, not the 4 cores' worth.
+        pytest.param([WorkerCapacity(2, 4 * GiB)] * 2, "reduced", 3, id="master-takes-a-core"),
+        # 3 + 2 cores: on the 3-core node the master leaves 2 executors, on the 2-core node 1; the best is 2 + 2.
+        pytest.param([WorkerCapacity(3, 8 * GiB), WorkerCapacity(2, 8 * GiB)], "as_requested", 4, id="best-node"),
+        # Memory: 4 GiB holds 2 executors (3 GiB) and the master (1 GiB), exactly.
+        pytest.param([WorkerCapacity(8, 4 * GiB)] * 2, "as_requested", 4, id="memory-exactly"),
+        # 3.5 GiB: a node with the master holds one executor (2.5 GiB left), the other two.
+        pytest.param([WorkerCapacity(8, 3584 * 2**20)] * 2, "reduced", 3, id="memory-with-master"),
+        # No node has a core left for the master: no executor can start.
+        pytest.param([WorkerCapacity(0, 8 * GiB), WorkerCapacity(0, 8 * GiB)], "wait", 0, id="no-room-for-master"),
+        # The aggregate pseudo-worker (ResourceManager metrics): the master comes off the total.
+        pytest.param([WorkerCapacity(4, 16 * GiB)], "reduced", 3, id="aggregate"),
+    ],
+)
+def test_an_application_master_takes_its_container_before_the_executors(
+    workers: list[WorkerCapacity], outcome: str, executors: int
+) -> None:
+    decision = decide_capacity(WITH_MASTER, workers)
+    assert (decision.outcome, decision.executors) == (outcome, executors)
+    assert "plus an ApplicationMaster of 1 core(s), 1.0 GiB" in decision.message
+    assert queue_capacity(WITH_MASTER, workers).executors == 4  # queued: asks for all, YARN places the master
+
+
 def test_wait_message_gives_what_was_asked_and_what_is_free() -> None:
     message = decide_capacity(REQUEST, [WorkerCapacity(2, 3 * GiB)]).message
     assert "4 executor(s) of 2 core(s), 2.0 GiB" in message
