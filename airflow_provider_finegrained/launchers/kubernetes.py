@@ -17,6 +17,7 @@ import subprocess
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_provider_finegrained.launchers.base import (
     CapacityKind,
@@ -31,6 +32,9 @@ from airflow_provider_finegrained.launchers.submitting import SparkSubmitLaunche
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.properties_file import secret_properties_file, split_secret_conf
 from airflow_provider_finegrained.spark.submit import SubmitRequest, conf_arguments, spark_submit_path
+
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
 DEFAULT_NAMESPACE = "default"
 _POD_PHASE_STATES: dict[str, LaunchState] = {
@@ -383,3 +387,15 @@ class KubernetesLauncher(SparkSubmitLauncher):
             with open(str(conf[_TOKEN_FILE_CONF]), encoding="utf-8") as handle:
                 return handle.read().strip()
         return None
+
+
+def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchStatus:
+    """The driver pod's phase, from ``spark-submit --status`` (``launchers.remote``)."""
+    return KubernetesLauncher(settings).status(handle)
+
+
+def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
+    """Delete the driver pod with ``spark-submit --kill`` (``launchers.remote``)."""
+    command = KubernetesLauncher(settings).kill_command(handle)
+    subprocess.run(command, check=False, timeout=COMMAND_TIMEOUT_S, capture_output=True)
+    return f"asked Kubernetes to delete driver pod {handle.submission_id}"

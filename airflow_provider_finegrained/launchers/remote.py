@@ -2,34 +2,43 @@
 
 A region's application in cluster deploy mode runs on the cluster; the task that submitted it may have
 deferred or died. From its :class:`LaunchHandle` (``LaunchHandle.from_dict``) and the connection's
-settings, this asks the cluster manager itself: a standalone master's ``/json/`` by driver id, YARN's
-ResourceManager by application id, Kubernetes by driver pod (``spark-submit --status``). Calls block;
-triggers run them with ``asyncio.to_thread``. Client and local mode cannot be followed: the driver was
-the task's child (``launchers.base.reattach_refusal``).
+settings, this asks the cluster manager itself, through the manager's own module (:data:`FOLLOWERS`): a
+standalone master's ``/json/`` by driver id, YARN's ResourceManager by application id, Kubernetes by
+driver pod (``spark-submit --status``). Calls block; triggers run them with ``asyncio.to_thread``. Client
+and local mode cannot be followed: the driver was the task's child (``launchers.base.reattach_refusal``).
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchState, LaunchStatus, reattach_refusal
+from airflow_provider_finegrained.launchers import kubernetes
+from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus, reattach_refusal
+from airflow_provider_finegrained.launchers.standalone import launcher as standalone
+from airflow_provider_finegrained.launchers.yarn import launcher as yarn
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
-STANDALONE_DRIVER_STATES: dict[str, LaunchState] = {
-    "SUBMITTED": "pending",
-    "RELAUNCHING": "pending",
-    "RUNNING": "running",
-    "FINISHED": "succeeded",
-    "FAILED": "failed",
-    "ERROR": "failed",
-    "KILLED": "killed",
-    "UNKNOWN": "unknown",
+
+@dataclass(frozen=True)
+class Follower:
+    """How one cluster manager is asked about, and told to stop, an application known only by its handle."""
+
+    status: Callable[[ConnectionSettings, LaunchHandle], LaunchStatus]
+    kill: Callable[[ConnectionSettings, LaunchHandle], str]
+    """Stop the application; say what was done."""
+
+
+FOLLOWERS: Mapping[str, Follower] = {
+    "standalone": Follower(standalone.follow_status, standalone.kill_followed),
+    "yarn": Follower(yarn.follow_status, yarn.kill_followed),
+    "kubernetes": Follower(kubernetes.follow_status, kubernetes.kill_followed),
 }
-"""A standalone driver's state (``DriverState``) as a launch state."""
+"""Each reattachable launcher's (``launchers.base.REATTACHABLE_LAUNCHERS``) way to follow an application."""
 
 
 class RemoteApplication:
@@ -46,15 +55,12 @@ class RemoteApplication:
             )
         self.settings = settings
         self.handle = handle
+        self._follower = FOLLOWERS[handle.launcher]  # reattach_refusal admits only launchers listed there
 
     def status(self) -> LaunchStatus:
         """The application's state on its cluster manager ("unknown" when it cannot say)."""
         try:
-            if self.handle.launcher == "standalone":
-                return self._standalone_status()
-            if self.handle.launcher == "yarn":
-                return self._yarn_status()
-            return self._kubernetes_status()
+            return self._follower.status(self.settings, self.handle)
         except Exception as exc:  # an unreachable manager is not a verdict on the application
             return LaunchStatus("unknown", self.handle.application_id, self.handle.driver_id, f"could not ask: {exc}")
 
@@ -69,62 +75,4 @@ class RemoteApplication:
 
     def kill(self) -> str:
         """Stop the application on its cluster manager; say what was done."""
-        handle, settings = self.handle, self.settings
-        if handle.launcher == "standalone":
-            from airflow_provider_finegrained.launchers.standalone import client
-
-            assert handle.driver_id is not None  # identified() checked it
-            urls = settings.webui_json_urls()
-            state = client.kill_driver(
-                settings.master.split(",")[0],
-                handle.driver_id,
-                spark_home=settings.spark_home,
-                webui_json_url=urls[0] if urls else None,
-            )
-            return f"Driver {handle.driver_id} on {settings.master} ended: {state}"
-        if handle.launcher == "yarn":
-            from airflow_provider_finegrained.launchers.yarn.applications import kill_yarn_app
-
-            rm_url = settings.yarn_resourcemanager_url
-            if not rm_url:
-                return (
-                    f"YARN application {handle.application_id} may still run: set yarn_resourcemanager_url so it "
-                    f"can be killed from here, or run `yarn application -kill {handle.application_id}`"
-                )
-            assert handle.application_id is not None
-            return f"YARN application {handle.application_id}: {kill_yarn_app(rm_url, handle.application_id)}"
-        from airflow_provider_finegrained.launchers.kubernetes import COMMAND_TIMEOUT_S, KubernetesLauncher
-
-        command = KubernetesLauncher(settings).kill_command(handle)
-        subprocess.run(command, check=False, timeout=COMMAND_TIMEOUT_S, capture_output=True)
-        return f"asked Kubernetes to delete driver pod {handle.submission_id}"
-
-    # -- each cluster manager ------------------------------------------------------------------------
-
-    def _standalone_status(self) -> LaunchStatus:
-        from airflow_provider_finegrained.launchers.standalone.client import driver_state
-
-        driver_id = self.handle.driver_id
-        assert driver_id is not None
-        urls = self.settings.webui_json_urls()
-        if not urls:
-            return LaunchStatus("unknown", None, driver_id, "no master web UI to ask (set master_webui_url)")
-        found = driver_state(urls[0], driver_id)
-        if found is None:
-            return LaunchStatus("unknown", None, driver_id, f"the master at {urls[0]} does not know {driver_id}")
-        state = STANDALONE_DRIVER_STATES.get(found, "unknown")
-        return LaunchStatus(state, self.handle.application_id, driver_id, f"driver {driver_id} is {found}")
-
-    def _yarn_status(self) -> LaunchStatus:
-        from airflow_provider_finegrained.launchers.yarn.applications import yarn_app_status, yarn_launch_status
-
-        app_id, rm_url = self.handle.application_id, self.settings.yarn_resourcemanager_url
-        assert app_id is not None
-        if not rm_url:
-            return LaunchStatus("unknown", app_id, None, "no ResourceManager to ask (set yarn_resourcemanager_url)")
-        return yarn_launch_status(yarn_app_status(rm_url, app_id), app_id)
-
-    def _kubernetes_status(self) -> LaunchStatus:
-        from airflow_provider_finegrained.launchers.kubernetes import KubernetesLauncher
-
-        return KubernetesLauncher(self.settings).status(self.handle)
+        return self._follower.kill(self.settings, self.handle)

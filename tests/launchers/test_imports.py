@@ -23,6 +23,7 @@ MODULES = [
     "kubernetes",
     "warm",
     "select",
+    "remote",
 ]
 
 

@@ -9,21 +9,43 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
-from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec
+from airflow_provider_finegrained.launchers.base import (
+    CapacityKind,
+    LaunchHandle,
+    LaunchSpec,
+    LaunchState,
+    LaunchStatus,
+)
 from airflow_provider_finegrained.launchers.links import quote
 from airflow_provider_finegrained.launchers.master import MasterKind
-from airflow_provider_finegrained.launchers.standalone.client import kill_driver, read_driver_log
+from airflow_provider_finegrained.launchers.standalone.client import driver_state, kill_driver, read_driver_log
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest, python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.locations import is_local, join, parent
 
+if TYPE_CHECKING:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
 PROGRAM_FOLDER = "program"
 """Inside a region's folder on the storage root: the files a cluster-mode driver starts from."""
 
 DRIVER_LOG_BYTES = 64 * 1024
+
+STANDALONE_DRIVER_STATES: dict[str, LaunchState] = {
+    "SUBMITTED": "pending",
+    "RELAUNCHING": "pending",
+    "RUNNING": "running",
+    "FINISHED": "succeeded",
+    "FAILED": "failed",
+    "ERROR": "failed",
+    "KILLED": "killed",
+    "UNKNOWN": "unknown",
+}
+"""A standalone driver's state (``DriverState``) as a launch state."""
 
 
 class StandaloneLauncher(SparkSubmitLauncher):
@@ -67,13 +89,7 @@ class StandaloneLauncher(SparkSubmitLauncher):
         driver_id = process.driver_id
         if not driver_id:
             return "spark-submit was stopped before the master named a driver"
-        state = kill_driver(
-            self.settings.master.split(",")[0],
-            driver_id,
-            spark_home=self.settings.spark_home,
-            webui_json_url=self._json_url(),
-        )
-        return f"Driver {driver_id} on {self.settings.master} ended: {state}"
+        return kill_on_master(self.settings, driver_id)
 
     def driver_log(self, handle: LaunchHandle) -> str | None:
         """In cluster mode the driver's stderr from its worker (spark-submit's output does not hold it)."""
@@ -89,3 +105,35 @@ class StandaloneLauncher(SparkSubmitLauncher):
             return None
         base = json_url.rstrip("/").removesuffix("/json")
         return f"{base}/app/?appId={quote(application_id)}"
+
+
+def kill_on_master(settings: ConnectionSettings, driver_id: str) -> str:
+    """Kill a cluster-mode driver through the connection's first master; say how it ended."""
+    urls = settings.webui_json_urls()
+    state = kill_driver(
+        settings.master.split(",")[0],
+        driver_id,
+        spark_home=settings.spark_home,
+        webui_json_url=urls[0] if urls else None,
+    )
+    return f"Driver {driver_id} on {settings.master} ended: {state}"
+
+
+def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchStatus:
+    """The state of the driver `handle` names, from the master's ``/json/`` (``launchers.remote``)."""
+    driver_id = handle.driver_id
+    assert driver_id is not None  # RemoteApplication checked handle.identified()
+    urls = settings.webui_json_urls()
+    if not urls:
+        return LaunchStatus("unknown", None, driver_id, "no master web UI to ask (set master_webui_url)")
+    found = driver_state(urls[0], driver_id)
+    if found is None:
+        return LaunchStatus("unknown", None, driver_id, f"the master at {urls[0]} does not know {driver_id}")
+    state = STANDALONE_DRIVER_STATES.get(found, "unknown")
+    return LaunchStatus(state, handle.application_id, driver_id, f"driver {driver_id} is {found}")
+
+
+def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
+    """Kill the driver `handle` names through the master (``launchers.remote``)."""
+    assert handle.driver_id is not None  # RemoteApplication checked handle.identified()
+    return kill_on_master(settings, handle.driver_id)

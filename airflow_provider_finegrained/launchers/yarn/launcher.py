@@ -106,17 +106,12 @@ class YarnLauncher(SparkSubmitLauncher):
         return yarn_launch_status(yarn_app_status(rm_url, app_id), app_id)
 
     def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
-        app_id, rm_url = process.application_id, self.settings.yarn_resourcemanager_url
+        app_id = process.application_id
         if self.settings.deploy_mode != "cluster":
             return "spark-submit and its driver were stopped (YARN ends the application with its driver)"
         if not app_id:
             return "spark-submit was stopped before YARN named the application"
-        if not rm_url:
-            return (
-                f"YARN application {app_id} may still run: set yarn_resourcemanager_url so it can be killed "
-                f"from here, or run `yarn application -kill {app_id}`"
-            )
-        return f"YARN application {app_id}: {kill_yarn_app(rm_url, app_id)}"
+        return kill_on_resource_manager(self.settings, app_id)
 
     def driver_log(self, handle: LaunchHandle) -> str | None:
         """Where YARN keeps the driver's log: the AM container's page and the aggregated-log command."""
@@ -140,3 +135,29 @@ class YarnLauncher(SparkSubmitLauncher):
     def cluster_app_url(self, application_id: str) -> str | None:
         rm_url = self.settings.yarn_resourcemanager_url
         return yarn_app_page(rm_url, application_id) if rm_url else None
+
+
+def kill_on_resource_manager(settings: ConnectionSettings, app_id: str) -> str:
+    """Ask the connection's ResourceManager to kill `app_id`; without one, say how to do it by hand."""
+    rm_url = settings.yarn_resourcemanager_url
+    if not rm_url:
+        return (
+            f"YARN application {app_id} may still run: set yarn_resourcemanager_url so it can be killed "
+            f"from here, or run `yarn application -kill {app_id}`"
+        )
+    return f"YARN application {app_id}: {kill_yarn_app(rm_url, app_id)}"
+
+
+def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchStatus:
+    """The state of the application `handle` names, from the ResourceManager (``launchers.remote``)."""
+    app_id, rm_url = handle.application_id, settings.yarn_resourcemanager_url
+    assert app_id is not None  # RemoteApplication checked handle.identified()
+    if not rm_url:
+        return LaunchStatus("unknown", app_id, None, "no ResourceManager to ask (set yarn_resourcemanager_url)")
+    return yarn_launch_status(yarn_app_status(rm_url, app_id), app_id)
+
+
+def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
+    """Kill the application `handle` names on the ResourceManager (``launchers.remote``)."""
+    assert handle.application_id is not None  # RemoteApplication checked handle.identified()
+    return kill_on_resource_manager(settings, handle.application_id)
