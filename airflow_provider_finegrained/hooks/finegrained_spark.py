@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -170,10 +171,14 @@ class FineGrainedSparkHook(BaseHook):
         settings = self.get_settings()
         conn_id = settings.storage_conn_id
         if conn_id is None and settings.storage_scheme == "hdfs":
+            from airflow_provider_finegrained.storage.errors import StorageConfigError
             from airflow_provider_finegrained.storage.hdfs import webhdfs_url
 
-            # The Airflow side and the driver's Python reach HDFS over the NameNode's WebHDFS.
-            return {"webhdfs_url": webhdfs_url(settings.storage_root, settings.hadoop_conf_dir)}
+            # The Airflow side and the driver's Python reach HDFS over the NameNode's WebHDFS; where no address
+            # can be found, the first storage call says so, naming the root and what to set.
+            with contextlib.suppress(StorageConfigError):
+                return {"webhdfs_url": webhdfs_url(settings.storage_root, settings.hadoop_conf_dir)}
+            return {}
         if conn_id is None or settings.storage_is_local:
             return {}
         try:
