@@ -33,6 +33,8 @@ class ClusterCapacity:
     """Human text naming where the numbers came from, e.g. ``standalone master http://host:8080/json/``."""
     active_apps: frozenset[str] = frozenset()
     """Names of applications whose executors the cluster already counts as used."""
+    memory_step: int = 0
+    """Bytes a container's memory is rounded up to a multiple of (YARN's minimum allocation); 0: none."""
 
     @property
     def total_free_cores(self) -> int:

@@ -132,11 +132,15 @@ def capacity_source(settings: ConnectionSettings) -> CapacitySource:
     )
 
 
-def region_request(sizing: RegionSizing, min_parallelism: int, count_overhead: bool = True) -> ExecutorRequest:
+def region_request(
+    sizing: RegionSizing, min_parallelism: int, count_overhead: bool = True, master: tuple[int, int] = (0, 0)
+) -> ExecutorRequest:
     """What a sized region asks the cluster for.
 
     ``count_overhead`` False for a standalone master, which books only ``spark.executor.memory`` (and
-    off-heap) against a worker's memory; YARN and Kubernetes containers hold the overhead too.
+    off-heap) against a worker's memory; YARN and Kubernetes containers hold the overhead too. ``master``:
+    the cores and bytes of the container the application holds besides its executors (the launcher's
+    ``master_container``: YARN's ApplicationMaster).
     """
     widest = max(s.widest for s in sizing.stages.values())
     if sizing.local:
@@ -151,7 +155,7 @@ def region_request(sizing: RegionSizing, min_parallelism: int, count_overhead: b
             min_parallelism=min_parallelism,
             gpus=sizing.executor_gpus,
         )
-    return executor_request(
+    request = executor_request(
         executors=sizing.executor_instances,
         executor_cores=sizing.executor_cores,
         task_cpus=sizing.task_cpus,
@@ -162,6 +166,7 @@ def region_request(sizing: RegionSizing, min_parallelism: int, count_overhead: b
         parallelism=widest,
         min_parallelism=min_parallelism,
     )
+    return replace(request, master_cores=master[0], master_memory=master[1])
 
 
 def reduced_profile(profile: ClusterProfile, sizing: RegionSizing, executors: int) -> ClusterProfile:
@@ -213,12 +218,15 @@ def acquire(
     """
     if cluster_queue:
         capacity = source.read()
-        return Grant(_decide(request, capacity, queue_capacity), capacity, source)
+        return Grant(
+            _decide(request.in_containers_of(capacity.memory_step), capacity, queue_capacity), capacity, source
+        )
     if source.ledger_folder is None:
         capacity = source.read()
-        decision = _decide(request, capacity)
+        decision = _decide(request.in_containers_of(capacity.memory_step), capacity)
         return Grant(decision, capacity, source)
     cluster = source.read_cluster()  # outside the lock: a slow master must not block other regions
+    request = request.in_containers_of(cluster.memory_step)
     with ReservationLedger(source.ledger_folder).locked() as view:
         capacity = subtract(cluster, [r for r in view.reservations() if r.key != key])
         decision = _decide(request, capacity)

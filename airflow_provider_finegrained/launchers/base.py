@@ -193,6 +193,11 @@ class Launcher(Protocol):
         """Spark settings this cluster manager needs for every application (e.g. YARN's one attempt)."""
         ...
 
+    def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
+        """Cores and bytes of the container the cluster manager runs for an application with Spark settings
+        ``conf`` besides its executors (YARN's ApplicationMaster); ``(0, 0)`` where there is none."""
+        ...
+
     def submit(self, spec: LaunchSpec, events: LaunchEvents | None = None) -> LaunchHandle:
         """Start the application; raise LaunchCancelled if ``kill`` came first."""
         ...

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from airflow_provider_finegrained.launchers.base import (
@@ -71,6 +72,9 @@ class SparkSubmitLauncher:
 
     def application_conf(self, app_name: str) -> dict[str, str]:
         return {}
+
+    def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
+        return (0, 0)
 
     def env(self, spec: LaunchSpec) -> dict[str, str]:
         env = {"PYTHONUNBUFFERED": "1"}

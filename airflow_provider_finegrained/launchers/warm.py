@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from airflow_provider_finegrained.launchers.base import (
@@ -62,6 +63,9 @@ class WarmLauncher:
 
     def application_conf(self, app_name: str) -> dict[str, str]:
         return {}  # a warm region runs with the pool's application settings; only its session settings are its own
+
+    def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
+        return (0, 0)  # nothing is started, nothing is reserved
 
     def submit(self, spec: LaunchSpec, events: LaunchEvents | None = None) -> LaunchHandle:
         with self._lock:

@@ -414,7 +414,8 @@ class RegionRunner:
     def reserve(self, launcher: Launcher, decision: RegionDecision) -> Grant:
         minimums = {m: self.config_for(m).min_parallelism for m in self.members}
         least = minimum_slots(minimums, self.settings.min_slots, decision.sizing.slots)
-        request = region_request(decision.sizing, least, count_overhead=launcher.count_overhead)
+        master = launcher.master_container(self.application_conf(launcher, decision))
+        request = region_request(decision.sizing, least, count_overhead=launcher.count_overhead, master=master)
         key = f"{self.dag.dag_id}/{self.run.run_id}/{self.region}/try={self.run.try_number}"
         stages = ", ".join(self.members)
         try:

@@ -41,6 +41,15 @@ class ExecutorRequest:
     def has_master(self) -> bool:
         return self.master_cores > 0 or self.master_memory > 0
 
+    def in_containers_of(self, step: int) -> ExecutorRequest:
+        """This request with each container's memory rounded up to a multiple of ``step`` bytes, as YARN
+        allocates (``yarn.scheduler.minimum-allocation-mb``); unchanged when ``step`` is 0."""
+        if step <= 0:
+            return self
+        return replace(
+            self, memory=math.ceil(self.memory / step) * step, master_memory=math.ceil(self.master_memory / step) * step
+        )
+
 
 @dataclass(frozen=True)
 class WorkerCapacity:

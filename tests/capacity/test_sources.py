@@ -271,6 +271,11 @@ RM_NODES = "/ws/v1/cluster/nodes?states=RUNNING"
 RM_METRICS = "/ws/v1/cluster/metrics"
 RM_APPS = "/ws/v1/cluster/apps?states=RUNNING"
 RM_SCHEDULER = "/ws/v1/cluster/scheduler"
+# The ResourceManager's configuration servlet, as Hadoop 3 answers ``Accept: application/json``.
+RM_MIN_ALLOCATION = "/conf?name=yarn.scheduler.minimum-allocation-mb"
+MIN_ALLOCATION_ANSWER = {
+    "property": {"key": "yarn.scheduler.minimum-allocation-mb", "value": "512", "isFinal": False, "resource": "x"}
+}
 
 
 def test_yarn_requests_are_exact() -> None:
@@ -378,6 +383,8 @@ def serve_rm(server: RecordingServer, *skip: str) -> None:
     for path, name in routes.items():
         if path not in skip:
             server.serve(path, sample(name))
+    if RM_MIN_ALLOCATION not in skip:
+        server.serve(RM_MIN_ALLOCATION, MIN_ALLOCATION_ANSWER)
 
 
 def test_fetch_yarn_per_node_with_running_apps(server: RecordingServer) -> None:
@@ -386,11 +393,19 @@ def test_fetch_yarn_per_node_with_running_apps(server: RecordingServer) -> None:
     assert shape(capacity) == [(6, 12 * GiB, 1, 8, 16 * GiB, 2), (8, 8 * GiB, 0, 8, 8 * GiB, 0)]
     assert capacity.active_apps == {"finegrained__tpch__run1__region_a"}  # adhoc-notebook: its AM alone
     assert capacity.source == f"YARN ResourceManager {server.url}"
+    # Containers come in steps of the scheduler's minimum allocation: 512 MiB here.
+    assert capacity.memory_step == 512 * 2**20
     assert server.requests == [
         ("GET", RM_NODES, "application/json"),
         ("GET", RM_METRICS, "application/json"),
         ("GET", RM_APPS, "application/json"),
+        ("GET", RM_MIN_ALLOCATION, "application/json"),
     ]
+
+
+def test_fetch_yarn_without_the_configuration_servlet_rounds_nothing(server: RecordingServer) -> None:
+    serve_rm(server, RM_MIN_ALLOCATION)
+    assert fetch_yarn_capacity(server.url, timeout_s=2).memory_step == 0
 
 
 def test_fetch_yarn_falls_back_to_metrics_when_nodes_fail(server: RecordingServer) -> None:
@@ -420,7 +435,7 @@ def test_fetch_yarn_queue_caps_nodes_in_order(server: RecordingServer) -> None:
     capacity = fetch_yarn_capacity(server.url, timeout_s=2, queue="etl")
     assert shape(capacity) == [(6, 8 * GiB, 1, 8, 16 * GiB, 2), (0, 0, 0, 8, 8 * GiB, 0)]
     assert "within queue etl (6 core(s), 8.0 GiB headroom)" in capacity.source
-    assert [r[1] for r in server.requests] == [RM_NODES, RM_METRICS, RM_APPS, RM_SCHEDULER]
+    assert [r[1] for r in server.requests] == [RM_NODES, RM_METRICS, RM_APPS, RM_SCHEDULER, RM_MIN_ALLOCATION]
 
 
 def test_fetch_yarn_queue_on_fair_scheduler_says_unchecked(server: RecordingServer) -> None:

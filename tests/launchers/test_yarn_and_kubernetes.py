@@ -494,3 +494,32 @@ def test_k8s_submission_needs_files_the_pod_can_read() -> None:
         k8s_cluster_submit_request("local:///d.py", **{**common, "driver_pod": "fg-*"})
     with pytest.raises(ValueError, match="image"):
         k8s_cluster_submit_request("local:///d.py", **{**common, "image": ""})
+
+
+# -- YARN's ApplicationMaster container ----------------------------------------------------------------
+
+MiB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("deploy_mode", "conf", "expected"),
+    [
+        # Client mode: Spark's executor launcher, spark.yarn.am.* (1 core, 512 MiB + the 384 MiB minimum overhead).
+        ("client", {}, (1, 896 * MiB)),
+        ("client", {"spark.yarn.am.cores": "2", "spark.yarn.am.memory": "8g"}, (2, 8192 * MiB + 8192 * MiB // 10)),
+        ("client", {"spark.driver.memory": "4g"}, (1, 896 * MiB)),  # the driver is the task's child here
+        # Cluster mode: the driver itself, spark.driver.* (default 1 GiB heap + 384 MiB).
+        ("cluster", {}, (1, 1408 * MiB)),
+        ("cluster", {"spark.driver.memory": "4g", "spark.driver.memoryOverhead": "1g"}, (1, 5 * 1024 * MiB)),
+        ("cluster", {"spark.driver.cores": "2", "spark.yarn.am.memory": "8g"}, (2, 1408 * MiB)),
+    ],
+)
+def test_the_application_master_is_sized_as_spark_sizes_it(
+    deploy_mode: str, conf: dict[str, str], expected: tuple[int, int]
+) -> None:
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.launchers.yarn.launcher import YarnLauncher
+
+    fields: dict[str, Any] = {"deploy_mode": deploy_mode, "total_cores": 4, "total_memory": "8g"}
+    settings = ConnectionSettings.from_connection_fields("yarn", fields, airflow_home="/srv/airflow")
+    assert YarnLauncher(settings).master_container(conf) == expected

@@ -74,6 +74,29 @@ def test_an_application_master_takes_its_container_before_the_executors(
     assert queue_capacity(WITH_MASTER, workers).executors == 4  # queued: asks for all, YARN places the master
 
 
+@pytest.mark.parametrize(
+    ("memory", "master_memory", "step", "expected"),
+    [
+        # 1 GiB + 384 MiB of overhead: YARN's default 1 GiB minimum allocation makes it a 2 GiB container.
+        (1408 * 2**20, 896 * 2**20, GiB, (2 * GiB, GiB)),
+        # The loopback cluster's 256 MiB steps: 1.5 GiB and 1 GiB.
+        (1408 * 2**20, 896 * 2**20, 256 * 2**20, (1536 * 2**20, GiB)),
+        # Already a multiple: unchanged; a step of 0 (the manager does not round): unchanged.
+        (2 * GiB, 0, GiB, (2 * GiB, 0)),
+        (1408 * 2**20, 896 * 2**20, 0, (1408 * 2**20, 896 * 2**20)),
+    ],
+)
+def test_containers_round_up_to_the_allocation_step(
+    memory: int, master_memory: int, step: int, expected: tuple[int, int]
+) -> None:
+    request = ExecutorRequest(
+        executors=2, cores=1, memory=memory, parallelism=2, master_cores=1, master_memory=master_memory
+    )
+    rounded = request.in_containers_of(step)
+    assert (rounded.memory, rounded.master_memory) == expected
+    assert (rounded.executors, rounded.cores, rounded.master_cores) == (2, 1, 1)
+
+
 def test_wait_message_gives_what_was_asked_and_what_is_free() -> None:
     message = decide_capacity(REQUEST, [WorkerCapacity(2, 3 * GiB)]).message
     assert "4 executor(s) of 2 core(s), 2.0 GiB" in message

@@ -180,7 +180,21 @@ def limit_to_headroom(capacity: ClusterCapacity, headroom: QueueHeadroom) -> Clu
         f"{capacity.source}, within queue {headroom.queue} "
         f"({headroom.cores} core(s), {format_bytes(headroom.memory)} headroom)"
     )
-    return ClusterCapacity(tuple(workers), source, capacity.active_apps)
+    return ClusterCapacity(tuple(workers), source, capacity.active_apps, capacity.memory_step)
+
+
+MIN_ALLOCATION = "yarn.scheduler.minimum-allocation-mb"
+
+
+def fetch_memory_step(rm_url: str, timeout_s: float = 5) -> int:
+    """YARN's allocation unit in bytes: every container's memory is rounded up to a multiple of the scheduler's
+    minimum allocation (the ResourceManager's ``/conf`` servlet); 0 when it does not say."""
+    url = f"{rm_url.rstrip('/')}/conf?name={MIN_ALLOCATION}"
+    try:
+        answer = get_json(url, timeout_s, headers=ACCEPT_JSON)
+        return int(answer["property"]["value"]) * MiB
+    except (HttpRequestError, ValueError, KeyError, TypeError):
+        return 0
 
 
 def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = None) -> ClusterCapacity:
@@ -223,7 +237,7 @@ def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = N
             capacity = replace(capacity, source=f"{capacity.source} (queue {queue} not checked: {kind} scheduler)")
         else:
             capacity = limit_to_headroom(capacity, headroom)
-    return capacity
+    return replace(capacity, memory_step=fetch_memory_step(rm_url, timeout_s))
 
 
 def _scheduler_info(document: Mapping[str, Any]) -> Mapping[str, Any]:

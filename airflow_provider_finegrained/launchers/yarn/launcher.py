@@ -10,7 +10,7 @@ Python with pyspark and this provider (``spark.archives`` with a packed environm
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.http import HttpRequestError
@@ -22,6 +22,7 @@ from airflow_provider_finegrained.launchers.yarn.applications import (
     yarn_app_status,
     yarn_launch_status,
 )
+from airflow_provider_finegrained.planning.units import parse_bytes
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest
 
@@ -73,6 +74,9 @@ def yarn_cluster_submit_request(
     )
 
 
+MiB: Final = 2**20
+
+
 class YarnLauncher(SparkSubmitLauncher):
     """spark-submit to YARN; capacity from the ResourceManager (or declared when no RM URL is set)."""
 
@@ -88,6 +92,18 @@ class YarnLauncher(SparkSubmitLauncher):
     def application_conf(self, app_name: str) -> dict[str, str]:
         # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
         return {"spark.yarn.maxAppAttempts": "1", "spark.yarn.submit.waitAppCompletion": "true"}
+
+    def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
+        """YARN's ApplicationMaster: the driver in cluster mode, else Spark's small executor launcher.
+
+        Spark sizes it as ``spark.yarn.am.*`` (client mode) or ``spark.driver.*`` (cluster mode): cores, heap
+        and an overhead of ``memoryOverhead`` or 10% of the heap, at least 384 MiB.
+        """
+        prefix, heap = ("spark.driver.", "1g") if self.settings.deploy_mode == "cluster" else ("spark.yarn.am.", "512m")
+        memory = parse_bytes(conf.get(f"{prefix}memory", heap))
+        overhead = conf.get(f"{prefix}memoryOverhead")
+        extra = parse_bytes(overhead, what=f"{prefix}memoryOverhead") if overhead else max(384 * MiB, memory // 10)
+        return int(conf.get(f"{prefix}cores", "1")), memory + extra
 
     def request(self, spec: LaunchSpec) -> SubmitRequest:
         if self.settings.deploy_mode != "cluster":
