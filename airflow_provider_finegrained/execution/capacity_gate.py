@@ -27,7 +27,7 @@ from airflow_provider_finegrained.capacity import (
     subtract,
 )
 from airflow_provider_finegrained.launchers.standalone.capacity import fetch_standalone_capacity
-from airflow_provider_finegrained.launchers.yarn.capacity import fetch_yarn_capacity
+from airflow_provider_finegrained.launchers.yarn.capacity import DEFAULT_QUEUE, fetch_yarn_capacity
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, format_bytes
 from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
@@ -115,10 +115,9 @@ def capacity_source(settings: ConnectionSettings) -> CapacitySource:
     if kind == "standalone":
         return CapacitySource("standalone", tuple(settings.webui_json_urls()), ledger_folder=ledger)
     if kind == "yarn" and settings.yarn_resourcemanager_url:
-        queue = settings.spark_conf.get("spark.yarn.queue")
-        return CapacitySource(
-            "yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger, queue=str(queue) if queue else None
-        )
+        # Spark submits to YARN's "default" queue unless told otherwise: its headroom is what the region gets.
+        queue = str(settings.spark_conf.get("spark.yarn.queue") or DEFAULT_QUEUE)
+        return CapacitySource("yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger, queue=queue)
     memory = settings.total_memory
     if kind == "local":
         # A local application is one JVM on this machine: the machine's memory is what bounds it.

@@ -338,7 +338,7 @@ def _executor_bounds(settings: ConnectionSettings) -> tuple[int, int | None]:
 def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check]:
     from airflow_provider_finegrained.capacity.sources import CapacityUnavailable
     from airflow_provider_finegrained.launchers.standalone.capacity import fetch_standalone_capacity
-    from airflow_provider_finegrained.launchers.yarn.capacity import fetch_yarn_capacity
+    from airflow_provider_finegrained.launchers.yarn.capacity import DEFAULT_QUEUE, fetch_yarn_capacity
 
     kind = settings.master_kind
     if kind in ("local", "local-cluster"):
@@ -361,7 +361,7 @@ def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check
             capacity = fetch_standalone_capacity(settings.webui_json_urls(), timeout_s=WEBUI_TIMEOUT_S)
         else:
             what = "YARN ResourceManager"
-            queue = settings.spark_conf.get("spark.yarn.queue")
+            queue = str(settings.spark_conf.get("spark.yarn.queue") or DEFAULT_QUEUE)
             capacity = fetch_yarn_capacity(str(settings.yarn_resourcemanager_url), WEBUI_TIMEOUT_S, queue=queue)
     except CapacityUnavailable as exc:
         return [Check("master", False, f"{what} is not reachable: {exc}")]

@@ -438,6 +438,17 @@ def test_fetch_yarn_queue_caps_nodes_in_order(server: RecordingServer) -> None:
     assert [r[1] for r in server.requests] == [RM_NODES, RM_METRICS, RM_APPS, RM_SCHEDULER, RM_MIN_ALLOCATION]
 
 
+def test_the_implied_default_queue_is_checked_only_where_it_exists(server: RecordingServer) -> None:
+    # Spark submits to "default" when spark.yarn.queue is unset; this scheduler has no such queue (placement
+    # rules decide): the whole cluster counts and the source says so. A queue named on purpose must exist.
+    serve_rm(server)
+    capacity = fetch_yarn_capacity(server.url, timeout_s=2, queue="default")
+    assert shape(capacity)[0][:2] == (6, 12 * GiB)
+    assert capacity.source.endswith("(queue default not checked: not found)")
+    with pytest.raises(CapacityUnavailable, match="YARN queue 'nightly' is not in the Capacity Scheduler's queues"):
+        fetch_yarn_capacity(server.url, timeout_s=2, queue="nightly")
+
+
 def test_fetch_yarn_queue_on_fair_scheduler_says_unchecked(server: RecordingServer) -> None:
     serve_rm(server, RM_SCHEDULER)
     server.serve(RM_SCHEDULER, sample("yarn_scheduler_fair.json"))

@@ -23,6 +23,8 @@ from airflow_provider_finegrained.launchers.http import ACCEPT_JSON, HttpRequest
 from airflow_provider_finegrained.planning.capacity import WorkerCapacity
 from airflow_provider_finegrained.planning.units import format_bytes
 
+DEFAULT_QUEUE = "default"
+"""The queue Spark submits to when ``spark.yarn.queue`` is not set."""
 YARN_GPU = "yarn.io/gpu"
 """YARN's resource type for GPUs (Hadoop 3.1+, ``yarn.resource-types``)."""
 
@@ -153,6 +155,8 @@ def parse_yarn_queue_headroom(
     if info.get("type") != "capacityScheduler":
         return None
     found = _find_queue(info, queue)
+    if found is None and queue == DEFAULT_QUEUE:
+        return None  # no queue named: placement rules may send the application elsewhere
     if found is None:
         raise CapacityUnavailable(f"YARN queue {queue!r} is not in the Capacity Scheduler's queues")
     cluster = metrics.get("clusterMetrics")
@@ -229,12 +233,15 @@ def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = N
         raise CapacityUnavailable(f"{source} did not answer: " + "; ".join(failures))
     if queue:
         scheduler = answers[3]
-        if scheduler is None or metrics is None:
+        if (scheduler is None or metrics is None) and queue != DEFAULT_QUEUE:
             raise CapacityUnavailable(f"{source}: could not read queue {queue!r}: " + "; ".join(failures))
-        headroom = parse_yarn_queue_headroom(scheduler, queue, metrics)
+        headroom = (
+            None if scheduler is None or metrics is None else parse_yarn_queue_headroom(scheduler, queue, metrics)
+        )
         if headroom is None:
-            kind = _scheduler_info(scheduler).get("type", "unknown")
-            capacity = replace(capacity, source=f"{capacity.source} (queue {queue} not checked: {kind} scheduler)")
+            kind = _scheduler_info(scheduler).get("type", "unknown") if scheduler is not None else "unread"
+            why = "not found" if kind == "capacityScheduler" else f"{kind} scheduler"
+            capacity = replace(capacity, source=f"{capacity.source} (queue {queue} not checked: {why})")
         else:
             capacity = limit_to_headroom(capacity, headroom)
     return replace(capacity, memory_step=fetch_memory_step(rm_url, timeout_s))
