@@ -9,6 +9,7 @@ Python with pyspark and this provider (``spark.archives`` with a packed environm
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -88,6 +89,7 @@ class YarnLauncher(SparkSubmitLauncher):
         super().__init__(settings, log)
         # Without a ResourceManager URL there is nothing to ask: the connection's declared capacity counts.
         self.capacity_kind: CapacityKind = "yarn" if settings.yarn_resourcemanager_url else "declared"
+        self._killed_on_rm: str | None = None
 
     def application_conf(self, app_name: str) -> dict[str, str]:
         # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
@@ -121,8 +123,20 @@ class YarnLauncher(SparkSubmitLauncher):
             return super().status(handle)
         return yarn_launch_status(yarn_app_status(rm_url, app_id), app_id)
 
+    def kill(self, handle: LaunchHandle | None) -> str:
+        # Through the ResourceManager first: YARN then records the application KILLED. Stopped first, a client-mode
+        # driver unregisters from its shutdown hook and YARN shows the killed region FINISHED/SUCCEEDED.
+        process = self._process
+        app_id = process.application_id if process is not None else None
+        if process is not None and app_id and process.returncode is None and self.settings.yarn_resourcemanager_url:
+            with contextlib.suppress(HttpRequestError, ValueError):  # the process tree is stopped all the same
+                self._killed_on_rm = kill_on_resource_manager(self.settings, app_id)
+        return super().kill(handle)
+
     def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
         app_id = process.application_id
+        if self._killed_on_rm:
+            return self._killed_on_rm
         if self.settings.deploy_mode != "cluster":
             return "spark-submit and its driver were stopped (YARN ends the application with its driver)"
         if not app_id:
