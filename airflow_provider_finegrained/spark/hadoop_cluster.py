@@ -25,6 +25,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import get_json
 from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.maven import MavenError, resolve_jars
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
 from airflow_provider_finegrained.spark.submit import spark_home
 
@@ -119,32 +120,17 @@ def resolve_classpath(version: str, timeout_s: float = 900.0) -> str:
     Maven keeps the jars in its local repository; the classpath is cached per version and resolved
     again when a jar it names is gone.
     """
-    folder = os.path.join(cache_dir(), version)
-    cached = os.path.join(folder, "classpath.txt")
-    with contextlib.suppress(FileNotFoundError):
-        with open(cached, encoding="utf-8") as handle:
-            classpath = handle.read().strip()
-        if classpath and all(os.path.isfile(jar) for jar in classpath.split(os.pathsep)):
-            return classpath
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise HadoopClusterError(
-            "mvn (Apache Maven) is not on PATH; it fetches the Hadoop minicluster's jars from Maven Central: "
-            "install it (apt-get install maven; scripts/bootstrap.sh does) and run again"
+    try:
+        jars = resolve_jars(
+            pom=resources.files(RESOURCES).joinpath("pom.xml"),
+            properties={"hadoop.version": version},
+            folder=os.path.join(cache_dir(), version),
+            what=f"the Hadoop minicluster's jars (hadoop-client-minicluster {version})",
+            timeout_s=timeout_s,
         )
-    os.makedirs(folder, exist_ok=True)
-    pom = os.path.join(folder, "pom.xml")
-    # Maven writes target/ beside the pom: keep that in the cache, not in the installed package.
-    shutil.copyfile(str(resources.files(RESOURCES).joinpath("pom.xml")), pom)
-    command = [mvn, "-q", "-B", "-f", pom, f"-Dhadoop.version={version}", "dependency:build-classpath"]
-    command.append(f"-Dmdep.outputFile={cached}.tmp")
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    if completed.returncode != 0:
-        tail = "\n".join((completed.stdout + completed.stderr).strip().splitlines()[-15:])
-        raise HadoopClusterError(f"mvn could not resolve hadoop-client-minicluster {version}:\n{tail}")
-    os.replace(f"{cached}.tmp", cached)
-    with open(cached, encoding="utf-8") as handle:
-        return handle.read().strip()
+    except MavenError as exc:
+        raise HadoopClusterError(str(exc)) from None
+    return os.pathsep.join(jars)
 
 
 def start_hadoop_cluster(
