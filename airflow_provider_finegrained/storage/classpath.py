@@ -3,7 +3,8 @@
 pyspark bundles Hadoop's client (``hadoop-client-api-<version>.jar``): file, HDFS, WebHDFS, viewfs,
 HAR and FTP, but no cloud connectors. A root on ``s3a://`` without ``hadoop-aws`` would fail deep
 inside the first Spark write ("No FileSystem for scheme"); :func:`missing_filesystem` says so up front,
-naming the package and the version that matches the bundled Hadoop.
+naming the package and the version that matches the bundled Hadoop; :func:`connector_jars` fetches
+that package's jars (with ``mvn``, once) for ``spark.jars``.
 """
 
 from __future__ import annotations
@@ -160,3 +161,26 @@ def check_spark_filesystem(location: str, spark_home: str, spark_conf: Mapping[s
     problem = missing_filesystem(scheme, jars, packages, configured)
     if problem is not None:
         raise StorageConfigError(f"storage_root {redact(location)!r}: {problem}")
+
+
+def connector_jars(scheme: str, hadoop: str, timeout_s: float = 900.0) -> list[str]:
+    """The jars (the connector and its dependencies) that give Spark ``scheme`` at Hadoop version ``hadoop``.
+
+    Resolved from Maven Central with ``mvn`` once and cached (:mod:`spark.maven`); for ``spark.jars``
+    where spark-submit cannot resolve ``spark.jars.packages`` itself, or should not at every submit.
+    StorageConfigError for a scheme whose connector is bundled, unknown or not versioned with Hadoop;
+    MavenError when ``mvn`` is missing or fails.
+    """
+    from airflow_provider_finegrained.spark.maven import resolve_jars
+
+    scheme = scheme.lower()
+    connector = CONNECTORS.get("s3a" if scheme in ("s3", "s3n") else scheme)
+    if connector is None or not connector.versioned_with_hadoop:
+        raise StorageConfigError(f"no Maven coordinate versioned with Hadoop is known for {scheme}://")
+    coordinate = connector.coordinate.format(hadoop=hadoop)
+    return resolve_jars([coordinate], what=f"{connector.name} {coordinate}", timeout_s=timeout_s)
+
+
+def s3a_jars(hadoop: str, timeout_s: float = 900.0) -> list[str]:
+    """hadoop-aws at Hadoop version ``hadoop`` and its dependencies (the AWS SDK bundle...), for ``spark.jars``."""
+    return connector_jars("s3a", hadoop, timeout_s)

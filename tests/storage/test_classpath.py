@@ -8,8 +8,10 @@ import pytest
 
 from airflow_provider_finegrained.storage.classpath import (
     check_spark_filesystem,
+    connector_jars,
     hadoop_version,
     missing_filesystem,
+    s3a_jars,
     spark_jars,
 )
 from airflow_provider_finegrained.storage.errors import StorageConfigError
@@ -84,3 +86,25 @@ def test_the_installed_pyspark_lacks_s3a_and_says_which_package_to_add() -> None
     check_spark_filesystem("oss://bucket/fg", home, {"spark.hadoop.fs.oss.impl": "com.example.OssFileSystem"})
     with pytest.raises(StorageConfigError, match="cannot list Spark's jars"):
         spark_jars("/nonexistent/spark")
+
+
+def test_s3a_jars_resolves_hadoop_aws_at_the_given_hadoop_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_finegrained.spark import maven
+
+    asked: list[list[str]] = []
+
+    def resolve(coordinates: list[str], **kwargs: object) -> list[str]:
+        asked.append(list(coordinates))
+        return ["/m2/hadoop-aws.jar"]
+
+    monkeypatch.setattr(maven, "resolve_jars", resolve)
+    assert s3a_jars("3.5.0") == ["/m2/hadoop-aws.jar"]
+    assert connector_jars("s3", "3.4.1") == connector_jars("abfss", "3.5.0") == ["/m2/hadoop-aws.jar"]
+    assert asked == [
+        ["org.apache.hadoop:hadoop-aws:3.5.0"],
+        ["org.apache.hadoop:hadoop-aws:3.4.1"],
+        ["org.apache.hadoop:hadoop-azure:3.5.0"],
+    ]
+    for scheme in ("gs", "hdfs", "oss"):  # not versioned with Hadoop, bundled, unknown
+        with pytest.raises(StorageConfigError, match=f"for {scheme}://"):
+            connector_jars(scheme, "3.5.0")
