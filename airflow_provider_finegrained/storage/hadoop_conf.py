@@ -112,13 +112,17 @@ def _s3_conf(options: Mapping[str, Any]) -> dict[str, str]:
     if region:
         conf["fs.s3a.endpoint.region"] = str(region)
     style = ((options.get("config_kwargs") or {}).get("s3") or {}).get("addressing_style")
-    if style in ("path", "virtual"):
-        conf["fs.s3a.path.style.access"] = "true" if style == "path" else "false"
-    elif style is not None or set(options.get("config_kwargs") or {}) - {"s3"}:
+    if (style is not None and style not in ("path", "virtual")) or set(options.get("config_kwargs") or {}) - {"s3"}:
         raise StorageConfigError(
             f"storage option config_kwargs {options.get('config_kwargs')!r} for s3:// is not mapped to Hadoop; "
             "allowed: {'s3': {'addressing_style': 'path' or 'virtual'}}"
         )
+    if style is None and endpoint:
+        # botocore addresses a custom endpoint by path; S3A would put the bucket into the host name
+        # (bucket.minio:9000, which does not resolve) for any endpoint that is not an IP address.
+        style = "path"
+    if style is not None:
+        conf["fs.s3a.path.style.access"] = "true" if style == "path" else "false"
     if "requester_pays" in options:
         conf["fs.s3a.requester.pays.enabled"] = "true" if _truthy(options["requester_pays"]) else "false"
     return conf
@@ -142,7 +146,8 @@ def _s3_options(conf: Mapping[str, str]) -> dict[str, Any]:
         options["client_kwargs"] = {"region_name": conf["fs.s3a.endpoint.region"]}
     if "fs.s3a.path.style.access" in conf:
         style = "path" if _truthy(conf["fs.s3a.path.style.access"]) else "virtual"
-        options["config_kwargs"] = {"s3": {"addressing_style": style}}
+        if not (style == "path" and endpoint):  # botocore's own choice for a custom endpoint
+            options["config_kwargs"] = {"s3": {"addressing_style": style}}
     if "fs.s3a.requester.pays.enabled" in conf:
         options["requester_pays"] = _truthy(conf["fs.s3a.requester.pays.enabled"])
     return options

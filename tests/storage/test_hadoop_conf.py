@@ -28,7 +28,6 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
             "token": "session-token",
             "endpoint_url": "http://127.0.0.1:9000",
             "client_kwargs": {"region_name": "eu-west-1"},
-            "config_kwargs": {"s3": {"addressing_style": "path"}},
             "requester_pays": True,
         },
         {
@@ -49,8 +48,19 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
         {
             H + "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider",
             H + "fs.s3a.endpoint": "https://s3.example.com",
+            H + "fs.s3a.path.style.access": "true",
         },
     ),
+    (
+        "s3",
+        {"endpoint_url": "http://localhost:9000", "config_kwargs": {"s3": {"addressing_style": "virtual"}}},
+        {
+            H + "fs.s3a.endpoint": "http://localhost:9000",
+            H + "fs.s3a.connection.ssl.enabled": "false",
+            H + "fs.s3a.path.style.access": "false",
+        },
+    ),
+    ("s3", {"config_kwargs": {"s3": {"addressing_style": "path"}}}, {H + "fs.s3a.path.style.access": "true"}),
     (
         "gs",
         {"token": "/secrets/sa.json", "project": "my-project"},
@@ -107,6 +117,28 @@ def test_every_secret_value_is_under_a_masked_key(
     # And what is not secret stays readable in logs.
     for readable in ("fs.s3a.endpoint", "fs.s3a.endpoint.region", "fs.gs.project.id", "fs.gs.auth.type"):
         assert not is_secret_key(H + readable)
+
+
+@pytest.mark.parametrize(
+    ("options", "path_style"),
+    [
+        # botocore (s3fs) addresses any custom endpoint by path; S3A puts the bucket into a host name
+        # (measured: bucket.localhost does not resolve), so an endpoint means path style on both sides.
+        ({"endpoint_url": "http://localhost:9000"}, "true"),
+        ({"client_kwargs": {"endpoint_url": "http://minio.internal:9000"}}, "true"),
+        ({"endpoint_url": "http://localhost:9000", "config_kwargs": {"s3": {"addressing_style": "path"}}}, "true"),
+        ({"endpoint_url": "http://localhost:9000", "config_kwargs": {"s3": {"addressing_style": "virtual"}}}, "false"),
+        ({"key": "k", "secret": "s"}, None),  # AWS itself: S3A's and botocore's defaults agree
+    ],
+)
+def test_an_s3_endpoint_is_addressed_by_path_as_botocore_does(options: dict[str, Any], path_style: str | None) -> None:
+    conf = spark_hadoop_conf("s3", options)
+    assert conf.get(H + "fs.s3a.path.style.access") == path_style
+    # The driver's options (back from these settings) make botocore address the store the same way.
+    again = fsspec_options("s3", conf)
+    style = (again.get("config_kwargs") or {}).get("s3", {}).get("addressing_style")
+    botocore_style = style or ("path" if again.get("endpoint_url") else "virtual")
+    assert botocore_style == ("path" if path_style == "true" else "virtual")
 
 
 @pytest.mark.parametrize(
