@@ -163,3 +163,13 @@ def moto_endpoint() -> Iterator[str]:
         yield endpoint
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3a_jars() -> list[str]:
+    """hadoop-aws at the Hadoop version pyspark bundles, with its dependencies (the AWS SDK bundle...), for
+    ``spark.jars``: resolved by ``mvn`` from Maven Central once (into ~/.m2), then from the cached classpath."""
+    from airflow_provider_finegrained.spark.hadoop_cluster import bundled_hadoop_version
+    from airflow_provider_finegrained.storage.classpath import s3a_jars
+
+    return s3a_jars(bundled_hadoop_version())
