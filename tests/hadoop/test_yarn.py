@@ -165,3 +165,36 @@ def test_killing_the_task_ends_the_yarn_application(
     assert ours[0]["state"] in ("FINISHED", "FAILED", "KILLED") and ours[0]["finalStatus"] != "SUCCEEDED", ours[0]
     metrics = get_json(f"{cluster.resourcemanager_url}/ws/v1/cluster/metrics", 10.0)["clusterMetrics"]
     assert metrics["containersAllocated"] == 0, metrics
+
+
+FAILING = """
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
+
+def breaks(spark):
+    import sys
+    print("the driver's last words: bad input in partition 3", file=sys.stderr, flush=True)
+    sys.exit(3)  # the driver dies before it can write the stage's status
+
+with DAG("failing_on_yarn", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+    Stage(task_id="breaks", python_callable=breaks, parallelism=1)
+"""
+
+
+def test_a_failed_cluster_mode_driver_brings_its_stderr_into_the_task_log(
+    on_yarn: HadoopCluster, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    cluster = on_yarn
+    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", connection(cluster, deploy_mode="cluster"))
+    write_dag_file("failing_on_yarn.py", FAILING)
+    from tests.conftest import DAGS_FOLDER
+
+    run = load_dag(DAGS_FOLDER / "failing_on_yarn.py", "failing_on_yarn").test()
+    assert run.state == "failed"
+    out = "".join(capfd.readouterr())
+    # From the ApplicationMaster's container on its NodeManager: no `yarn` command on the Airflow worker.
+    assert "driver stderr (last 64 KiB, from its NodeManager):" in out
+    assert "the driver's last words: bad input in partition 3" in out.split("driver stderr (last 64 KiB")[1]
+    apps = [a for a in applications(cluster, "failing_on_yarn") if run.run_id in a["name"]]
+    assert [a["finalStatus"] for a in apps] == ["FAILED"]

@@ -329,6 +329,21 @@ def resource_manager() -> Iterator[FakeRM]:
 
         def do_GET(self) -> None:
             self._record()
+            container = f"container_{APP_ID[12:]}_01_000001"
+            if self.path.endswith("/appattempts"):  # where the ApplicationMaster ran: this server plays its NM too
+                node = rm.url.removeprefix("http://")
+                self._answer(
+                    200, {"appAttempts": {"appAttempt": [{"containerId": container, "nodeHttpAddress": node}]}}
+                )
+                return
+            if self.path == f"/ws/v1/node/containerlogs/{container}/stderr?size=-65536":
+                body = b"Traceback (most recent call last):\nValueError: bad input in partition 3\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             final = {"RUNNING": "UNDEFINED", "KILLED": "KILLED", "FINISHED": "FAILED"}[rm.state]
             self._answer(
                 200,
@@ -415,6 +430,10 @@ def test_yarn_failure_brings_the_driver_log_link_to_the_result(
         f"YARN application page: {resource_manager.url}/cluster/app/{APP_ID}",
         f"driver (ApplicationMaster) log: http://nm-3:8042/node/containerlogs/container_{APP_ID[12:]}_01_000001/etl",
         "YARN diagnostics: User class threw exception",
+        # The driver's own last words, from the NodeManager that ran its container (no `yarn` CLI needed).
+        "driver stderr (last 64 KiB, from its NodeManager):",
+        "Traceback (most recent call last):",
+        "ValueError: bad input in partition 3",
     )
     assert launcher.status(handle).state == "failed"
     assert launcher.ui_links(APP_ID).cluster_app_url == f"{resource_manager.url}/cluster/app/{APP_ID}"

@@ -124,6 +124,40 @@ def yarn_app_page(rm_url: str, app_id: str) -> str:
     return f"{rm_url.rstrip('/')}/cluster/app/{quote(app_id)}"
 
 
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def am_container_log_request(rm_url: str, app_id: str) -> HttpRequest:
+    """``GET {rm}/ws/v1/cluster/apps/{app_id}/appattempts``: where the ApplicationMaster's container ran."""
+    return HttpRequest("GET", _yarn_app_url(rm_url, app_id) + "/appattempts", headers={"Accept": "application/json"})
+
+
+def am_container_log_tail(
+    rm_url: str, app_id: str, filename: str = "stderr", size: int = LOG_TAIL_BYTES, timeout_s: float = 10.0
+) -> str:
+    """The last ``size`` bytes of the ApplicationMaster container's ``filename`` (the driver's, in cluster mode).
+
+    From the NodeManager that ran the last attempt (``/ws/v1/node/containerlogs/{container}/{file}``), which
+    serves the aggregated log once the container is gone; no ``yarn`` command is needed on this host.
+    """
+    answer = send(am_container_log_request(rm_url, app_id), timeout_s)
+    if answer.status != 200:
+        raise HttpRequestError(f"YARN attempts of {app_id} answered HTTP {answer.status}: {answer.body[:300]}")
+    attempts = answer.json().get("appAttempts", {}).get("appAttempt") or []
+    if not attempts:
+        raise ValueError(f"YARN lists no attempt of {app_id}")
+    last = attempts[-1]
+    scheme = urllib.parse.urlsplit(rm_url).scheme
+    url = (
+        f"{scheme}://{last['nodeHttpAddress']}/ws/v1/node/containerlogs/"
+        f"{quote(str(last['containerId']))}/{quote(filename)}?size=-{size}"
+    )
+    logs = send(HttpRequest("GET", url, headers={"Accept": "text/plain"}), timeout_s)
+    if logs.status != 200:
+        raise HttpRequestError(f"the NodeManager's log of {last['containerId']} answered HTTP {logs.status}")
+    return logs.body
+
+
 def yarn_launch_status(app: YarnAppStatus, app_id: str) -> LaunchStatus:
     """The launch status of `app` (the RM's answer about `app_id`)."""
     state: LaunchState

@@ -18,6 +18,8 @@ from airflow_provider_finegrained.launchers.http import HttpRequestError
 from airflow_provider_finegrained.launchers.master import MasterKind
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher, driver_program
 from airflow_provider_finegrained.launchers.yarn.applications import (
+    LOG_TAIL_BYTES,
+    am_container_log_tail,
     kill_yarn_app,
     yarn_app_page,
     yarn_app_status,
@@ -160,6 +162,15 @@ class YarnLauncher(SparkSubmitLauncher):
                     lines.append(f"driver (ApplicationMaster) log: {app.am_container_logs}")
                 if app.diagnostics:
                     lines.append(f"YARN diagnostics: {app.diagnostics}")
+            if self.settings.deploy_mode == "cluster":
+                # The driver ran in the ApplicationMaster's container: its own last words, not only where they are.
+                try:
+                    tail = am_container_log_tail(rm_url, app_id)
+                except (HttpRequestError, ValueError, KeyError) as exc:
+                    lines.append(f"the driver's stderr could not be read from its NodeManager: {exc}")
+                else:
+                    lines.append(f"driver stderr (last {LOG_TAIL_BYTES // 1024} KiB, from its NodeManager):")
+                    lines.extend(tail.splitlines())
         return "\n".join(lines)
 
     def cluster_app_url(self, application_id: str) -> str | None:
