@@ -137,7 +137,7 @@ def start_hadoop_cluster(
     work_dir: str,
     nodemanagers: int = 2,
     vcores_per_node: int = 2,
-    memory_mb_per_node: int = 3072,
+    memory_mb_per_node: int = 4096,
     min_allocation_mb: int = 256,
     small_queue_percent: int = 25,
     timeout_s: float = 180.0,
