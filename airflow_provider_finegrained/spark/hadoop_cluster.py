@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
@@ -27,6 +26,7 @@ from airflow_provider_finegrained.launchers.http import get_json
 from airflow_provider_finegrained.spark.java import check_java
 from airflow_provider_finegrained.spark.maven import MavenError, resolve_jars
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
+from airflow_provider_finegrained.spark.state_file import read_state, write_state
 from airflow_provider_finegrained.spark.submit import spark_home
 
 STATE_FILE = "hadoop.json"
@@ -222,7 +222,7 @@ def start_hadoop_cluster(
         log_file=log_file,
     )
     _wait_for_nodes(cluster, deadline)
-    _write_state(cluster)
+    write_state(os.path.join(work_dir, STATE_FILE), asdict(cluster))
     return cluster
 
 
@@ -277,26 +277,8 @@ def _cluster_processes(cluster: HadoopCluster) -> list[psutil.Process]:
     return with_descendants(found.values())
 
 
-def _write_state(cluster: HadoopCluster) -> None:
-    path = os.path.join(cluster.work_dir, STATE_FILE)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(asdict(cluster), handle, indent=2)
-    os.replace(temporary, path)
-
-
 def load_hadoop_cluster(work_dir: str) -> HadoopCluster:
     """The cluster recorded in ``work_dir/hadoop.json``; HadoopClusterNotFoundError if there is none."""
     path = os.path.join(os.path.abspath(work_dir), STATE_FILE)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except FileNotFoundError:
-        raise HadoopClusterNotFoundError(
-            f"no Hadoop cluster state in {path}; start one with `hadoop start --dir {work_dir}`"
-        ) from None
-    names = {f.name for f in fields(HadoopCluster)}
-    try:
-        return HadoopCluster(**{k: v for k, v in state.items() if k in names})
-    except TypeError as exc:
-        raise ValueError(f"{path} is not a Hadoop cluster state file: {exc}") from exc
+    hint = f"start one with `hadoop start --dir {work_dir}`"
+    return read_state(HadoopCluster, path, HadoopClusterNotFoundError(f"no Hadoop cluster state in {path}; {hint}"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import re
 import signal
@@ -17,7 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
@@ -32,6 +31,7 @@ from airflow_provider_finegrained.spark.process import (
     wait_gone,
     with_descendants,
 )
+from airflow_provider_finegrained.spark.state_file import read_state, write_state
 from airflow_provider_finegrained.spark.submit import spark_home as find_spark_home
 from airflow_provider_finegrained.spark.submit import without_connect_client
 
@@ -408,29 +408,14 @@ def _write_state(cluster: StandaloneCluster) -> None:
         "workers": [int(url.rsplit(":", 1)[1]) for url in cluster.worker_urls],
         "worker_webuis": [int(url.rsplit(":", 1)[1]) for url in cluster.worker_webui_urls],
     }
-    path = os.path.join(cluster.work_dir, STATE_FILE)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=2)
-    # Readers never see a half-written file.
-    os.replace(temporary, path)
+    write_state(os.path.join(cluster.work_dir, STATE_FILE), state)
 
 
 def load_cluster(work_dir: str) -> StandaloneCluster:
     """The cluster recorded in ``work_dir/cluster.json``; ClusterNotFoundError if there is none."""
     path = os.path.join(os.path.abspath(work_dir), STATE_FILE)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except FileNotFoundError:
-        hint = f"start one with `cluster start --dir {work_dir}`"
-        raise ClusterNotFoundError(f"no cluster state in {path}; {hint}") from None
-    names = {f.name for f in fields(StandaloneCluster)}
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in state.items() if k in names}
-    try:
-        return StandaloneCluster(**values)
-    except TypeError as exc:
-        raise ValueError(f"{path} is not a cluster state file: {exc}") from exc
+    missing = ClusterNotFoundError(f"no cluster state in {path}; start one with `cluster start --dir {work_dir}`")
+    return read_state(StandaloneCluster, path, missing)
 
 
 def stop_local_cluster(work_dir: str, timeout_s: float = 30.0) -> None:
