@@ -17,7 +17,7 @@ from airflow.cli.cli_config import ActionCommand, Arg, CLICommand, GroupCommand
 from airflow_provider_finegrained.cli.main import COMMANDS, run
 
 GROUP = "finegrained"
-GROUP_HELP = "Plan, size and report stage DAGs; run a local Spark cluster or the warm pool"
+GROUP_HELP = "Plan, size and report stage DAGs; run a local Spark or Hadoop cluster or the warm pool"
 
 
 class _IntoParser:
@@ -67,5 +67,5 @@ def _action(add_parser: Callable[[Any], None]) -> ActionCommand:
 
 
 def get_cli_commands() -> list[CLICommand]:
-    """The ``airflow finegrained`` group: plan, size, report, cluster and warm."""
+    """The ``airflow finegrained`` group: plan, size, report, cluster, hadoop and warm."""
     return [GroupCommand(name=GROUP, help=GROUP_HELP, subcommands=[_action(add) for add in COMMANDS])]

@@ -71,26 +71,21 @@ def _start(args: argparse.Namespace) -> int:
     extra = connection_extra(
         args.workers, args.cores, args.memory, cluster.webui_url, os.path.join(cluster.work_dir, "storage")
     )
-    command = [
-        "airflow",
-        "connections",
-        "add",
-        "finegrained_spark_default",
-        "--conn-type",
-        "finegrained_spark",
-        "--conn-host",
-        cluster.master_url,
-        "--conn-extra",
-        json.dumps(extra),
-    ]
     print(f"master:  {cluster.master_url}")
     print(f"web UI:  {cluster.webui_url}")
     print(f"workers: {args.workers} x {args.cores} cores, {args.memory} ({', '.join(cluster.worker_webui_urls)})")
     print(f"state:   {os.path.join(cluster.work_dir, 'cluster.json')}")
+    print_connection(cluster.master_url, extra, f"cluster stop --dir {shlex.quote(cluster.work_dir)}")
+    return 0
+
+
+def print_connection(host: str, extra: dict[str, Any], stop: str) -> None:
+    """The ``airflow connections add`` line that points the default connection at a loopback cluster."""
+    command = ["airflow", "connections", "add", "finegrained_spark_default", "--conn-type", "finegrained_spark"]
+    command += ["--conn-host", host, "--conn-extra", json.dumps(extra)]
     print("Point Airflow's default finegrained_spark connection at it:")
     print(shlex.join(command))
-    print(f"Stop it with: python -m airflow_provider_finegrained cluster stop --dir {shlex.quote(cluster.work_dir)}")
-    return 0
+    print(f"Stop it with: python -m airflow_provider_finegrained {stop}")
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import shlex
 import sys
 from typing import Any
 
+from airflow_provider_finegrained.cli.cluster import print_connection
 from airflow_provider_finegrained.spark.hadoop_cluster import HadoopCluster
 
 
@@ -76,27 +77,13 @@ def _start(args: argparse.Namespace) -> int:
     except (HadoopClusterError, SparkEnvironmentError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    command = [
-        "airflow",
-        "connections",
-        "add",
-        "finegrained_spark_default",
-        "--conn-type",
-        "finegrained_spark",
-        "--conn-host",
-        "yarn",
-        "--conn-extra",
-        json.dumps(connection_extra(cluster)),
-    ]
     print(f"Hadoop:          {cluster.hadoop_version} (the version pyspark bundles)")
     print(f"ResourceManager: {cluster.resourcemanager_url} (RPC {cluster.resourcemanager_address})")
     nodes = f"{cluster.nodemanagers} x {cluster.vcores_per_node} vcores, {cluster.memory_mb_per_node} MiB"
     print(f"NodeManagers:    {nodes}")
     print(f"HDFS:            {cluster.default_fs}, NameNode UI and WebHDFS {cluster.namenode_http_url}")
     print(f"HADOOP_CONF_DIR: {cluster.conf_dir}")
-    print("Point Airflow's default finegrained_spark connection at it:")
-    print(shlex.join(command))
-    print(f"Stop it with: python -m airflow_provider_finegrained hadoop stop --dir {shlex.quote(cluster.work_dir)}")
+    print_connection("yarn", connection_extra(cluster), f"hadoop stop --dir {shlex.quote(cluster.work_dir)}")
     return 0
 
 
