@@ -207,3 +207,41 @@ def test_without_hadoop_aws_an_s3_root_stops_before_spark_naming_the_package(
     assert "org.apache.hadoop:hadoop-aws:3.5.0" in text
     assert "Submitting region" not in text
     assert S3_SECRET not in text
+
+
+def test_the_tpch_pipeline_on_an_s3_root_answers_right(
+    airflow_db: None,
+    moto_endpoint: str,
+    s3a_jars: list[str],
+    tpch_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The example pipeline with its tables and every stage's output on S3 (local Spark, S3A, the connection's
+    credentials), its answers equal to an independent engine's."""
+    from tests.conftest import DAGS_FOLDER, REPO
+    from tests.e2e.conftest import install_dag_file
+    from tests.tpch import reference
+
+    _s3_run_setup(moto_endpoint, monkeypatch, "e2e-tpch", {"spark.jars": ",".join(s3a_jars)})
+    options = s3_options(moto_endpoint)
+    data = f"s3://{S3_BUCKET}/e2e-tpch/tables"
+    for table in tpch_dir.glob("*.parquet"):
+        filesystem.write_bytes(f"{data}/{table.name}", table.read_bytes(), options)
+    for name in ("tpch_pipeline.py", "tpch_queries.py", "tpch_data.py"):
+        install_dag_file(REPO / "dags_examples" / name)
+    run = load_dag(DAGS_FOLDER / "tpch_pipeline.py", "tpch_pipeline").test(run_conf={"data_dir": data})
+    assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}
+    results = stage_results("tpch_pipeline", run.run_id)[1]
+    outputs = {stage: result["output"] for stage, result in results.items() if result["output"]["path"]}
+    assert outputs and all(o["path"].startswith(f"s3://{S3_BUCKET}/e2e-tpch/fg/") for o in outputs.values())
+
+    def answer(stage: str) -> pa.Table:
+        committed = read_committed(outputs[stage]["path"], storage_options=options)
+        return pa.concat_tables([_read_parquet(uri, options) for uri in committed.uris])
+
+    reference.assert_same_answer(
+        answer("q1_pricing_summary"), reference.q1(tpch_dir), keys=["l_returnflag", "l_linestatus"], atol=1e-6
+    )
+    reference.assert_same_answer(answer("q5_local_supplier_volume"), reference.q5(tpch_dir), keys=["n_name"])
+    assert S3_SECRET not in "".join(capfd.readouterr())
