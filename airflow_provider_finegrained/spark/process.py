@@ -82,10 +82,23 @@ class KillReport:
     killed: tuple[int, ...]
 
 
+_YARN_SUBMITTED_RE = re.compile(r"(?:Submitted application|Application report for) (application_\d{10,}_\d{4,})\b")
+
+
 def find_application_id(line: str) -> str | None:
-    """Return the Spark application id in a log line, if any."""
+    """Return the Spark application id in a log line, if any.
+
+    A YARN id counts only once the application is submitted: Spark's client names it first ("Application ID
+    is assigned") and then uploads the application's files, and a spark-submit that dies in between leaves
+    nothing on the cluster to follow, kill or reattach to (measured on a real ResourceManager).
+    """
     match = _APP_ID_RE.search(line)
-    return match.group(1) if match else None
+    if match is None:
+        return None
+    if match.group(1).startswith("application_"):
+        submitted = _YARN_SUBMITTED_RE.search(line)
+        return submitted.group(1) if submitted else None
+    return match.group(1)
 
 
 def find_driver_id(line: str) -> str | None:

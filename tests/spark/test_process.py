@@ -36,6 +36,19 @@ from airflow_provider_finegrained.spark.process import (
             "INFO Client: Submitted application application_1700000000000_0042",
             "application_1700000000000_0042",
         ),
+        ("INFO YarnClientImpl: Submitted application application_1795791124794_0001", "application_1795791124794_0001"),
+        (
+            "INFO Client: Application report for application_1795791124794_0001 (state: ACCEPTED)",
+            "application_1795791124794_0001",
+        ),
+        # Named, but not yet on the cluster: Spark's YARN client uploads the application's files first.
+        ("INFO Client: Application ID is assigned: application_1795791124794_0001", None),
+        ("INFO Client: Submitting application application_1795791124794_0001 to ResourceManager", None),
+        (
+            "INFO Client: Uploading resource file:/x/pyspark.zip -> hdfs://nn/user/u/.sparkStaging/"
+            "application_1795791124794_0001/pyspark.zip",
+            None,
+        ),
         (
             "INFO SingleEventLogFileWriter: Logging events to file:/tmp/ev/local-1795309566438.inprogress",
             "local-1795309566438",
