@@ -8,6 +8,7 @@ and 4 GiB, and HDFS with WebHDFS on; the connection is the one ``hadoop start`` 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -34,6 +35,11 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 def connection(cluster: HadoopCluster, **extra: Any) -> str:
     settings = connection_extra(cluster)
+    if options := os.environ.get("JAVA_TOOL_OPTIONS"):
+        # The containers' JVMs start as the suite's others do (tests/jvm_start.py): NodeManagers pass on
+        # only the environment they are told to.
+        java = {f"spark.{side}.JAVA_TOOL_OPTIONS": options for side in ("executorEnv", "yarn.appMasterEnv")}
+        settings["spark_conf"] = {**settings["spark_conf"], **java}
     settings.update({"avg_bytes_per_task": "64k", "max_parallelism": 4, "capacity_poll_interval": 1, **extra})
     return json.dumps({"conn_type": "finegrained_spark", "host": "yarn", "extra": settings})
 
