@@ -200,7 +200,7 @@ def test_a_failed_cluster_mode_driver_brings_its_stderr_into_the_task_log(
     assert run.state == "failed"
     out = "".join(capfd.readouterr())
     # From the ApplicationMaster's container on its NodeManager: no `yarn` command on the Airflow worker.
-    assert "driver stderr (last 64 KiB, from its NodeManager):" in out
-    assert "the driver's last words: bad input in partition 3" in out.split("driver stderr (last 64 KiB")[1]
+    assert "driver stderr (last 32 KiB, from its NodeManager):" in out
+    assert "the driver's last words: bad input in partition 3" in out.split("driver stdout (last 32 KiB")[1]
     apps = [a for a in applications(cluster, "failing_on_yarn") if run.run_id in a["name"]]
     assert [a["finalStatus"] for a in apps] == ["FAILED"]

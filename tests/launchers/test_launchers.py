@@ -336,8 +336,8 @@ def resource_manager() -> Iterator[FakeRM]:
                     200, {"appAttempts": {"appAttempt": [{"containerId": container, "nodeHttpAddress": node}]}}
                 )
                 return
-            if self.path == f"/ws/v1/node/containerlogs/{container}/stderr?size=-65536":
-                body = b"Traceback (most recent call last):\nValueError: bad input in partition 3\n"
+            if self.path.startswith(f"/ws/v1/node/containerlogs/{container}/std"):
+                body = self.path.split("/")[-1].encode() + b": Traceback (most recent call last):\nValueError: bad\n"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(body)))
@@ -431,9 +431,12 @@ def test_yarn_failure_brings_the_driver_log_link_to_the_result(
         f"driver (ApplicationMaster) log: http://nm-3:8042/node/containerlogs/container_{APP_ID[12:]}_01_000001/etl",
         "YARN diagnostics: User class threw exception",
         # The driver's own last words, from the NodeManager that ran its container (no `yarn` CLI needed).
-        "driver stderr (last 64 KiB, from its NodeManager):",
-        "Traceback (most recent call last):",
-        "ValueError: bad input in partition 3",
+        "driver stdout (last 32 KiB, from its NodeManager):",
+        "stdout?size=-32768: Traceback (most recent call last):",
+        "ValueError: bad",
+        "driver stderr (last 32 KiB, from its NodeManager):",
+        "stderr?size=-32768: Traceback (most recent call last):",
+        "ValueError: bad",
     )
     assert launcher.status(handle).state == "failed"
     assert launcher.ui_links(APP_ID).cluster_app_url == f"{resource_manager.url}/cluster/app/{APP_ID}"

@@ -164,13 +164,15 @@ class YarnLauncher(SparkSubmitLauncher):
                     lines.append(f"YARN diagnostics: {app.diagnostics}")
             if self.settings.deploy_mode == "cluster":
                 # The driver ran in the ApplicationMaster's container: its own last words, not only where they are.
-                try:
-                    tail = am_container_log_tail(rm_url, app_id)
-                except (HttpRequestError, ValueError, KeyError) as exc:
-                    lines.append(f"the driver's stderr could not be read from its NodeManager: {exc}")
-                else:
-                    lines.append(f"driver stderr (last {LOG_TAIL_BYTES // 1024} KiB, from its NodeManager):")
-                    lines.extend(tail.splitlines())
+                # PythonRunner sends the Python driver's output (a traceback too) to stdout; Spark logs to stderr.
+                for name in ("stdout", "stderr"):
+                    try:
+                        tail = am_container_log_tail(rm_url, app_id, name, LOG_TAIL_BYTES // 2)
+                    except (HttpRequestError, ValueError, KeyError) as exc:
+                        lines.append(f"the driver's {name} could not be read from its NodeManager: {exc}")
+                    else:
+                        lines.append(f"driver {name} (last {LOG_TAIL_BYTES // 2048} KiB, from its NodeManager):")
+                        lines.extend(tail.splitlines())
         return "\n".join(lines)
 
     def cluster_app_url(self, application_id: str) -> str | None:
