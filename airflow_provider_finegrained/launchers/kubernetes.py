@@ -362,6 +362,10 @@ class KubernetesLauncher(SparkSubmitLauncher):
     def kill_remote(self, handle: LaunchHandle | None, process: SparkSubmitProcess) -> str:
         if handle is None or not handle.submission_id:
             return "spark-submit and its driver were stopped"
+        return self.delete_driver_pod(handle)
+
+    def delete_driver_pod(self, handle: LaunchHandle) -> str:
+        """``spark-submit --kill`` of the handle's driver pod, its submission credentials in a private file."""
         with self._client_secret_file() as path:
             subprocess.run(self.kill_command(handle, path), check=False, timeout=COMMAND_TIMEOUT_S, capture_output=True)
         return f"asked Kubernetes to delete driver pod {handle.submission_id}"
@@ -395,7 +399,6 @@ def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchS
 
 
 def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
-    """Delete the driver pod with ``spark-submit --kill`` (``launchers.remote``)."""
-    command = KubernetesLauncher(settings).kill_command(handle)
-    subprocess.run(command, check=False, timeout=COMMAND_TIMEOUT_S, capture_output=True)
-    return f"asked Kubernetes to delete driver pod {handle.submission_id}"
+    """Delete the driver pod with ``spark-submit --kill`` (``launchers.remote``), as the launcher that submitted
+    it would: submission credentials such as an OAuth token in a private properties file, never in argv."""
+    return KubernetesLauncher(settings).delete_driver_pod(handle)

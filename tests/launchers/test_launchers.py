@@ -506,6 +506,16 @@ def test_kubernetes_status_kill_and_driver_log(
     for call in (submit_call, status_call, kill_call):
         file = re.search(file_args, call)
         assert file is not None and not os.path.exists(os.path.dirname(file.group(1)))
+    # A retry in another process that follows the application kills it the same way (it once raised on the token).
+    from dataclasses import replace
+
+    from airflow_provider_finegrained.launchers.remote import RemoteApplication
+
+    followed = replace(handle, deploy_mode="cluster")  # as the region runner records it
+    assert RemoteApplication(launcher.settings, followed).kill() == f"asked Kubernetes to delete driver pod etl:{pod}"
+    followed_kill = calls(fake_home)[-1]
+    assert re.fullmatch(rf"--master {re.escape(master)} {file_args} --kill etl:{pod}", followed_kill)
+    assert "t0ken" not in followed_kill
 
 
 def test_kill_before_submit_cancels_it(fake_home: str) -> None:
