@@ -24,7 +24,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import get_json
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.maven import MavenError, resolve_jars
+from airflow_provider_finegrained.spark.maven import MavenError, cache_root, resolve_jars
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
 from airflow_provider_finegrained.spark.state_file import read_state, write_state
 from airflow_provider_finegrained.spark.submit import spark_home
@@ -109,9 +109,8 @@ def bundled_hadoop_version(home: str | None = None) -> str:
 
 
 def cache_dir() -> str:
-    """Where the resolved classpath is kept (outside any checkout): ``$XDG_CACHE_HOME/airflow-provider-finegrained``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "airflow-provider-finegrained", "hadoop")
+    """Where the resolved classpath is kept (outside any checkout), one folder per Hadoop version."""
+    return os.path.join(cache_root(), "hadoop")
 
 
 def resolve_classpath(version: str, timeout_s: float = 900.0) -> str:
