@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
+from airflow_provider_finegrained.hooks.declarations import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.http import HttpRequestError
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -31,6 +32,12 @@ from airflow_provider_finegrained.spark.submit import SubmitRequest
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+APPLICATION_CONF: Mapping[str, str] = {
+    # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
+    "spark.yarn.maxAppAttempts": "1",
+    "spark.yarn.submit.waitAppCompletion": "true",
+}
 
 
 def yarn_cluster_submit_request(
@@ -53,11 +60,7 @@ def yarn_cluster_submit_request(
     in every container and used as ``spark.pyspark.python``. Paths inside `application_args` are
     passed as they are and must be readable from the cluster (use the shared storage root).
     """
-    merged: dict[str, str] = {
-        # A failed driver must fail the Airflow task; a second YARN attempt would rerun it silently.
-        "spark.yarn.maxAppAttempts": "1",
-        "spark.yarn.submit.waitAppCompletion": "true",
-    }
+    merged: dict[str, str] = dict(APPLICATION_CONF)
     if queue:
         merged["spark.yarn.queue"] = queue
     if python_archive:
@@ -77,9 +80,6 @@ def yarn_cluster_submit_request(
     )
 
 
-MiB: Final = 2**20
-
-
 class YarnLauncher(SparkSubmitLauncher):
     """spark-submit to YARN; capacity from the ResourceManager (or declared when no RM URL is set)."""
 
@@ -94,8 +94,7 @@ class YarnLauncher(SparkSubmitLauncher):
         self._killed_on_rm: str | None = None
 
     def application_conf(self, app_name: str) -> dict[str, str]:
-        # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
-        return {"spark.yarn.maxAppAttempts": "1", "spark.yarn.submit.waitAppCompletion": "true"}
+        return dict(APPLICATION_CONF)
 
     def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
         """YARN's ApplicationMaster: the driver in cluster mode, else Spark's small executor launcher.
@@ -106,7 +105,10 @@ class YarnLauncher(SparkSubmitLauncher):
         prefix, heap = ("spark.driver.", "1g") if self.settings.deploy_mode == "cluster" else ("spark.yarn.am.", "512m")
         memory = parse_bytes(conf.get(f"{prefix}memory", heap))
         overhead = conf.get(f"{prefix}memoryOverhead")
-        extra = parse_bytes(overhead, what=f"{prefix}memoryOverhead") if overhead else max(384 * MiB, memory // 10)
+        if overhead:
+            extra = parse_bytes(overhead, what=f"{prefix}memoryOverhead")
+        else:
+            extra = max(MIN_MEMORY_OVERHEAD, int(MEMORY_OVERHEAD_FACTOR * memory))
         return int(conf.get(f"{prefix}cores", "1")), memory + extra
 
     def request(self, spec: LaunchSpec) -> SubmitRequest:
