@@ -217,15 +217,13 @@ def acquire(
     """
     if cluster_queue:
         capacity = source.read()
-        return Grant(
-            _decide(request.in_containers_of(capacity.memory_step), capacity, queue_capacity), capacity, source
-        )
+        return Grant(_decide(request, capacity, queue_capacity), capacity, source)
     if source.ledger_folder is None:
         capacity = source.read()
-        decision = _decide(request.in_containers_of(capacity.memory_step), capacity)
+        decision = _decide(request, capacity)
         return Grant(decision, capacity, source)
     cluster = source.read_cluster()  # outside the lock: a slow master must not block other regions
-    request = request.in_containers_of(cluster.memory_step)
+    request = request.in_containers_of(cluster.memory_step)  # the reservation books whole containers
     with ReservationLedger(source.ledger_folder).locked() as view:
         capacity = subtract(cluster, [r for r in view.reservations() if r.key != key])
         decision = _decide(request, capacity)
@@ -249,7 +247,8 @@ def _decide(
     capacity: ClusterCapacity,
     decide: Callable[[ExecutorRequest, Sequence[WorkerCapacity]], CapacityDecision] = decide_capacity,
 ) -> CapacityDecision:
-    decision = decide(request, capacity.workers)
+    # Containers as the cluster manager allocates them (YARN rounds each up to its minimum allocation).
+    decision = decide(request.in_containers_of(capacity.memory_step), capacity.workers)
     if decision.outcome is CapacityOutcome.IMPOSSIBLE:
         raise CapacityImpossible(f"{decision.message} ({capacity.source})")
     if decision.outcome is CapacityOutcome.WAIT:
