@@ -76,6 +76,29 @@ def driver_ids(cluster: StandaloneCluster) -> set[str]:
     return {d["id"] for d in [*status["activedrivers"], *status["completeddrivers"]]}
 
 
+def first_try_dies_once_recorded(path: Path, when: Any, dag_id: str, log: Path, timeout_s: float = 300) -> None:
+    """Try 1 of the run at ``when`` in a child process, SIGKILLed (with its whole session: a worker host that
+    died) as soon as it has recorded its region's application for reattach."""
+    with log.open("w") as out:
+        first = subprocess.Popen(
+            [sys.executable, "-c", FIRST_TRY, str(path), when.isoformat(), dag_id],
+            cwd=REPO,
+            env=os.environ.copy(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while "recorded for reattach" not in log.read_text():
+            assert first.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+
+
 def worker_lost(dag_id: str, task_id: str) -> int:
     """What the scheduler does to a task whose worker stopped heart-beating (retries left); its try number."""
     from airflow.models.taskinstance import TaskInstance
@@ -136,25 +159,7 @@ def test_a_retry_after_the_worker_died_reattaches_instead_of_submitting_again(
     before = driver_ids(cluster)
 
     # -- try 1, in a worker that dies once the region's driver runs on the cluster
-    log = tmp_path / "first-try.log"
-    with log.open("w") as out:
-        first = subprocess.Popen(
-            [sys.executable, "-c", FIRST_TRY, str(path), when.isoformat(), DAG_ID],
-            cwd=REPO,
-            env=os.environ.copy(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 240
-        while "recorded for reattach" not in log.read_text():
-            assert first.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-    finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
+    first_try_dies_once_recorded(path, when, DAG_ID, tmp_path / "first-try.log")
     (submitted,) = driver_ids(cluster) - before
     assert [d["state"] for d in cluster.status()["activedrivers"] if d["id"] == submitted] in (
         ["SUBMITTED"],

@@ -7,12 +7,7 @@ the scheduler's view of a lost worker, and the retry through ``dag.test``'s loop
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pendulum
@@ -21,8 +16,7 @@ import pytest
 from airflow_provider_finegrained.cli.report import stage_results
 from airflow_provider_finegrained.spark.hadoop_cluster import HadoopCluster
 from tests.cluster.test_reattach import DAG_ID as STANDALONE_DAG_ID
-from tests.cluster.test_reattach import DAG_TEXT, FIRST_TRY, run_on, worker_lost
-from tests.conftest import REPO
+from tests.cluster.test_reattach import DAG_TEXT, first_try_dies_once_recorded, run_on, worker_lost
 from tests.e2e.conftest import load_dag, write_dag_file
 from tests.hadoop.test_yarn import applications, connection, read_output
 
@@ -46,25 +40,7 @@ def test_a_retry_after_the_worker_died_reattaches_to_the_yarn_application(
     before = {a["id"] for a in applications(cluster, DAG_ID)}
 
     # -- try 1, in a worker that dies once the region's application runs on YARN
-    log = tmp_path / "first-try.log"
-    with log.open("w") as out:
-        first = subprocess.Popen(
-            [sys.executable, "-c", FIRST_TRY, str(path), when.isoformat(), DAG_ID],
-            cwd=REPO,
-            env=os.environ.copy(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 300
-        while "recorded for reattach" not in log.read_text():
-            assert first.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-    finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
+    first_try_dies_once_recorded(path, when, DAG_ID, tmp_path / "first-try.log")
     (submitted,) = [a for a in applications(cluster, DAG_ID) if a["id"] not in before]
     assert submitted["state"] in ("ACCEPTED", "RUNNING"), submitted  # it outlived its worker
     assert worker_lost(DAG_ID, "slow") == 1
