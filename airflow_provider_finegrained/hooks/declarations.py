@@ -47,6 +47,8 @@ MIN_MEMORY_OVERHEAD: Final = 384 * MiB
 """Spark's defaults for ``spark.executor.memoryOverhead`` (also :class:`ClusterProfile`'s)."""
 
 DEPLOY_MODES: Final = ("client", "cluster")
+PYTHON_ENVS: Final = ("auto", "off")
+"""``python_env``: whether YARN's containers get the Airflow worker's packed environment."""
 EMBEDDED_WARM_POOL: Final = "auto"
 EXTRA_PREFIX: Final = "extra__finegrained_spark__"
 """Prefix of extras written by Airflow's older connection forms; accepted and stripped."""
@@ -191,6 +193,17 @@ class ClusterSettings(SettingsModel):
             default_text="the worker's HADOOP_CONF_DIR",
         ),
     ] = None
+    python_env: Annotated[
+        Literal["auto", "off"],
+        choice(
+            "Python environment",
+            "YARN only: 'auto' packs the Airflow worker's virtual environment once per content hash, keeps it in "
+            "the storage root's _python folder and has every container run its Python (spark.archives, "
+            "spark.pyspark.python), unless spark_conf sets spark.pyspark.python; 'off' leaves the nodes' own Python.",
+            "auto",
+            choices=PYTHON_ENVS,
+        ),
+    ] = "auto"
     history_server_url: Annotated[
         str | None,
         string(

@@ -188,6 +188,8 @@ class Launcher(Protocol):
     capacity_kind: CapacityKind
     count_overhead: bool
     """Whether the cluster manager books executor memory overhead against a worker (not standalone)."""
+    ships_python_env: bool
+    """Whether the containers get the Airflow worker's packed Python environment (``python_env``): YARN."""
 
     def application_conf(self, app_name: str) -> dict[str, str]:
         """Spark settings this cluster manager needs for every application (e.g. YARN's one attempt)."""

@@ -59,6 +59,7 @@ class SparkSubmitLauncher:
     kinds: frozenset[MasterKind] = frozenset()
     capacity_kind: CapacityKind = "declared"
     count_overhead = True
+    ships_python_env = False
 
     def __init__(self, settings: ConnectionSettings, log: LogLike | None = None) -> None:
         self.settings = settings

@@ -43,6 +43,7 @@ class WarmLauncher:
     kinds: frozenset[MasterKind] = frozenset({"local", "local-cluster", "standalone", "yarn", "k8s"})
     capacity_kind: CapacityKind = "none"  # the pool's executors are already running: nothing to declare
     count_overhead = True
+    ships_python_env = False
 
     def __init__(self, settings: ConnectionSettings, pool: WarmPool, log: LogLike | None = None) -> None:
         self.settings = settings

@@ -13,6 +13,7 @@ submitting again (Airflow's resumable-job pattern), and a deferrable leader leav
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -66,6 +67,8 @@ from airflow_provider_finegrained.operators.region_context import (
 )
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
+from airflow_provider_finegrained.python_env import PackError, python_env_conf, ship_environment
+from airflow_provider_finegrained.python_env.ship import cache_folder, needs_python_env
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import redact_mapping
@@ -482,7 +485,18 @@ class RegionRunner:
             spark_hadoop_conf(scheme_of(self.settings.storage_root), self.storage_options),
         )
         # Spark's OpenLineage listener (when the user has it) links its events to the leader's task.
-        return conf | parent_job_spark_conf(self.run.raw, conf)
+        return self.with_python_env(launcher, conf | parent_job_spark_conf(self.run.raw, conf))
+
+    def with_python_env(self, launcher: Launcher, conf: dict[str, str]) -> dict[str, str]:
+        """YARN: the containers run this worker's packed Python environment, unless the user chose a Python."""
+        if not launcher.ships_python_env or self.settings.python_env != "auto" or not needs_python_env(conf):
+            return conf
+        try:
+            archive = ship_environment(self.settings.storage_root, self.storage_options, cache_folder())
+        except PackError as exc:
+            self.log.warning("Region %s runs with the nodes' own Python: %s", self.region, exc)
+            return conf
+        return python_env_conf(conf, archive, self.settings.deploy_mode, sys.executable)
 
     def push_region_info(self, try_number: int) -> None:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""

@@ -239,7 +239,8 @@ def test_wired_form_as_the_ui_api_serves_it() -> None:
         "title": "Maximum parallelism",
     }
     assert meta["extra_fields"]["max_parallelism"]["value"] is None  # unset: [finegrained] still applies
-    assert len(meta["extra_fields"]) == 37
+    assert len(meta["extra_fields"]) == 38
+    assert meta["extra_fields"]["python_env"]["schema"]["title"] == "Python environment"
     assert meta["extra_fields"]["hadoop_conf_dir"]["schema"]["title"] == "Hadoop configuration folder"
     assert meta["extra_fields"]["executors_from"]["schema"]["title"] == "Executors from"
     assert meta["extra_fields"]["admission"]["schema"]["title"] == "Admission"

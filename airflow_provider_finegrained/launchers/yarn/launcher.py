@@ -86,6 +86,7 @@ class YarnLauncher(SparkSubmitLauncher):
     name = "yarn"
     kinds: frozenset[MasterKind] = frozenset({"yarn"})
     count_overhead = True
+    ships_python_env = True  # YARN localizes spark.archives in every container, the driver's too
 
     def __init__(self, settings: ConnectionSettings, log: LogLike | None = None) -> None:
         super().__init__(settings, log)
