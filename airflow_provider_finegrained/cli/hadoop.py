@@ -37,7 +37,7 @@ def connection_extra(cluster: HadoopCluster) -> dict[str, Any]:
     """Connection extras that fit the cluster: 1-core, 1 GiB executors (two per NodeManager), an hdfs:// root.
 
     ``spark.yarn.jars`` names the Spark jars on this machine (every NodeManager is here), so a submit does
-    not upload them; the executors' Python is this one (its pyspark and provider).
+    not upload them. The containers' Python is this environment, packed and shipped by ``python_env`` (auto).
     """
     return {
         "hadoop_conf_dir": cluster.conf_dir,
@@ -49,7 +49,6 @@ def connection_extra(cluster: HadoopCluster) -> dict[str, Any]:
         "storage_root": cluster.storage_root(),
         "spark_conf": {
             "spark.yarn.jars": f"local:{spark_jars()}/*",
-            "spark.pyspark.python": sys.executable,
             "spark.yarn.am.memory": "512m",
         },
     }

@@ -33,14 +33,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.hadoop]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
-def connection(cluster: HadoopCluster, **extra: Any) -> str:
+def connection(cluster: HadoopCluster, *, shipped_python: bool = False, **extra: Any) -> str:
+    """The connection ``hadoop start`` prints, with small test data; ``extra`` replaces settings, but its
+    ``spark_conf`` is added to the connection's.
+
+    Every NodeManager runs on this machine, so the containers may run this Python as it is; the packed
+    environment ``python_env`` ships (``shipped_python``) is proven once, in test_yarn_python_env.py.
+    """
     settings = connection_extra(cluster)
+    spark_conf = dict(settings["spark_conf"])
+    if not shipped_python:
+        spark_conf["spark.pyspark.python"] = sys.executable
     if options := os.environ.get("JAVA_TOOL_OPTIONS"):
         # The containers' JVMs start as the suite's others do (tests/jvm_start.py): NodeManagers pass on
         # only the environment they are told to.
-        java = {f"spark.{side}.JAVA_TOOL_OPTIONS": options for side in ("executorEnv", "yarn.appMasterEnv")}
-        settings["spark_conf"] = {**settings["spark_conf"], **java}
+        spark_conf.update({f"spark.{side}.JAVA_TOOL_OPTIONS": options for side in ("executorEnv", "yarn.appMasterEnv")})
+    spark_conf.update(extra.pop("spark_conf", {}))
     settings.update({"avg_bytes_per_task": "64k", "max_parallelism": 4, "capacity_poll_interval": 1, **extra})
+    settings["spark_conf"] = spark_conf
     return json.dumps({"conn_type": "finegrained_spark", "host": "yarn", "extra": settings})
 
 

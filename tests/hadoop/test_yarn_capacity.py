@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.cli.hadoop import connection_extra
 from airflow_provider_finegrained.cli.report import stage_results
 from airflow_provider_finegrained.spark.hadoop_cluster import HadoopCluster
 from tests.conftest import DAGS_FOLDER
@@ -64,8 +63,7 @@ def test_a_queue_too_small_for_one_executor_fails_early_with_the_real_numbers(
     hadoop_cluster: HadoopCluster, airflow_db: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     # The small queue's 1 vcore goes to the ApplicationMaster: no executor could start, so nothing is submitted.
-    spark_conf = {**connection_extra(hadoop_cluster)["spark_conf"], "spark.yarn.queue": "small"}
-    conn = connection(hadoop_cluster, capacity_wait_timeout=0, spark_conf=spark_conf)
+    conn = connection(hadoop_cluster, capacity_wait_timeout=0, spark_conf={"spark.yarn.queue": "small"})
     monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", conn)
     run = run_wide("yarn_small_queue")
     assert run.state == "failed"
