@@ -1,12 +1,19 @@
-"""A file ledger of capacity promised to regions whose applications hold no executor yet.
+"""A ledger of capacity promised to regions whose applications hold no executor yet.
 
 Between the moment a region decides from the cluster's free capacity and the moment its application's
 first executor runs (a region asks for executors at its first job), the cluster still shows those
-resources free; a parallel region (another Airflow worker process on this machine, or on another machine
-sharing a POSIX filesystem) would count them again. Regions therefore decide and reserve under one
-exclusive lock, and subtract each other's pending reservations from what the cluster reports.
+resources free; a parallel region (another Airflow worker process on this machine or on another host)
+would count them again. Regions therefore decide and reserve under one exclusive lock, and subtract each
+other's pending reservations from what the cluster reports.
 
-Layout: ``folder/.lock`` (``flock``) and one ``*.json`` file per reservation, written atomically.
+The ledger is a folder: a local path, or a URL on the storage root (``hdfs://``, ``s3://``...) shared by
+every host. Layout: one ``*.json`` object per reservation, written whole (readers see all of it or none),
+and the lock: locally ``folder/.lock`` (``flock``); elsewhere ``folder/.lease``, a lease lock created
+exclusively on the storage (``capacity.lease``).
+
+A reservation ends when its region releases it, when the cluster lists its application (``subtract``), or
+when it is stale: its holder process on this host is gone, a reservation of another host (whose processes
+cannot be checked from here) is older than ``remote_max_age_s``, or any is older than ``max_age_s``.
 """
 
 from __future__ import annotations
@@ -23,12 +30,22 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
+from airflow_provider_finegrained.capacity.lease import DEFAULT_LEASE_S, LeaseLock
 from airflow_provider_finegrained.capacity.sources import ClusterCapacity
+from airflow_provider_finegrained.storage import filesystem
+from airflow_provider_finegrained.storage.filesystem import StorageOptions
+from airflow_provider_finegrained.storage.locations import is_local, join, normalize_root
 
 DEFAULT_MAX_AGE_S = 24 * 3600.0
+DEFAULT_REMOTE_MAX_AGE_S = 15 * 60.0
+"""How long another host's reservation counts: the time a region may take from its decision to its
+application's registration with the cluster (then ``subtract`` ignores it anyway). Its holder's pid cannot
+be checked from here, so a dead worker's reservation would otherwise hold capacity for ``max_age_s``."""
+LEASE_FILE = ".lease"
 # psutil derives a start time from boot time and clock ticks; allow for its rounding against time.time().
 _START_TIME_SLACK_S = 1.0
 
@@ -48,7 +65,7 @@ class Reservation:
     gpus_per_executor: float = 0
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
-    """The process holding the reservation: when it is gone, so is the reservation."""
+    """The process holding the reservation: when it is gone, so is the reservation (checked on ``host`` only)."""
     created_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
@@ -85,25 +102,99 @@ class Reservation:
         return cls(**data)
 
 
+class _Folder(Protocol):
+    """Where a ledger's reservation files are: names, whole reads, whole writes, removals."""
+
+    def names(self) -> list[str]: ...
+
+    def read(self, name: str) -> str: ...
+
+    def write(self, name: str, text: str) -> None: ...
+
+    def remove(self, name: str) -> bool: ...
+
+
+class _LocalFolder:
+    """A local folder: written to a temporary file, fsynced, renamed over the old one."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def names(self) -> list[str]:
+        return sorted(path.name for path in self.folder.glob("*.json"))
+
+    def read(self, name: str) -> str:
+        return (self.folder / name).read_text(encoding="utf-8")
+
+    def write(self, name: str, text: str) -> None:
+        fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, self.folder / name)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    def remove(self, name: str) -> bool:
+        try:
+            (self.folder / name).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+class _StoredFolder:
+    """A folder on the storage root, through ``storage.filesystem`` (a put is whole on S3, a rename on HDFS)."""
+
+    def __init__(self, location: str, storage_options: StorageOptions) -> None:
+        self.location = location
+        self.storage_options = storage_options
+
+    def names(self) -> list[str]:
+        # Hidden names are the lease and HDFS's temporary files of a write in progress.
+        found = filesystem.list_files(self.location, self.storage_options)
+        return sorted(n for n in found if n.endswith(".json") and "/" not in n and not n.startswith("."))
+
+    def read(self, name: str) -> str:
+        return filesystem.read_bytes(join(self.location, name), self.storage_options).decode("utf-8")
+
+    def write(self, name: str, text: str) -> None:
+        filesystem.write_bytes(join(self.location, name), text.encode("utf-8"), self.storage_options)
+
+    def remove(self, name: str) -> bool:
+        return filesystem.remove(join(self.location, name), self.storage_options)
+
+
 class LedgerView:
     """The ledger while its lock is held: read, add and remove reservations."""
 
-    def __init__(self, folder: Path, max_age_s: float) -> None:
-        self._folder = folder
+    def __init__(
+        self,
+        folder: Path | _Folder,
+        max_age_s: float,
+        remote_max_age_s: float = DEFAULT_REMOTE_MAX_AGE_S,
+        usable_until: float | None = None,
+    ) -> None:
+        self._folder: _Folder = _LocalFolder(folder) if isinstance(folder, Path) else folder
         self._max_age_s = max_age_s
+        self._remote_max_age_s = remote_max_age_s
+        self._usable_until = usable_until
         self._open = True
 
     def reservations(self) -> list[Reservation]:
         """Live reservations, oldest first; stale ones (holder gone, or too old) are deleted on the way."""
         self._check_open()
         live = []
-        for path in sorted(self._folder.glob("*.json")):
+        for name in self._folder.names():
             try:
-                reservation = Reservation.from_json(path.read_text(encoding="utf-8"))
+                reservation = Reservation.from_json(self._folder.read(name))
             except (OSError, ValueError):
                 continue  # Not ours to judge (another version's format?): leave it, count nothing.
-            if _is_stale(reservation, self._max_age_s):
-                path.unlink(missing_ok=True)
+            if _is_stale(reservation, self._max_age_s, self._remote_max_age_s):
+                self._folder.remove(name)
             else:
                 live.append(reservation)
         return sorted(live, key=lambda r: (r.created_at, r.key))
@@ -111,25 +202,12 @@ class LedgerView:
     def add(self, reservation: Reservation) -> None:
         """Record a reservation (replacing one with the same key), atomically: readers see all of it or none."""
         self._check_open()
-        fd, temp = tempfile.mkstemp(dir=self._folder, prefix=".tmp-", suffix=".part")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(reservation.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self._folder / _file_name(reservation.key))
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        self._folder.write(_file_name(reservation.key), reservation.to_json())
 
     def remove(self, key: str) -> bool:
         """Drop a reservation; False when there was none."""
         self._check_open()
-        try:
-            (self._folder / _file_name(key)).unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        return self._folder.remove(_file_name(key))
 
     def _close(self) -> None:
         self._open = False
@@ -137,25 +215,54 @@ class LedgerView:
     def _check_open(self) -> None:
         if not self._open:
             raise RuntimeError("the ledger's lock was released: use the view only inside 'with ledger.locked()'")
+        if self._usable_until is not None and time.time() >= self._usable_until:
+            # A waiter on another host may break a lease it sees expired: writing now could race with it.
+            raise RuntimeError("the capacity ledger's lease ran out while it was held: decide again")
 
 
 class ReservationLedger:
-    """Reservations in ``folder``, shared by every process that can ``flock`` files there."""
+    """Reservations in ``folder`` (a local path or a storage URL), shared by every process that reaches it.
 
-    def __init__(self, folder: str | os.PathLike[str], max_age_s: float = DEFAULT_MAX_AGE_S) -> None:
-        if max_age_s <= 0:
-            raise ValueError(f"max_age_s must be > 0, got {max_age_s}")
-        self.folder = Path(folder)
+    A local folder is locked with ``flock`` (every process that can ``flock`` files there: this machine, or
+    hosts sharing a POSIX mount that honours it); any other location with a lease lock of ``lease_s``
+    seconds on the storage itself, reached with ``storage_options`` (fsspec's, e.g. the storage connection's).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        *,
+        storage_options: StorageOptions = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        remote_max_age_s: float = DEFAULT_REMOTE_MAX_AGE_S,
+    ) -> None:
+        for name, value in (("max_age_s", max_age_s), ("lease_s", lease_s), ("remote_max_age_s", remote_max_age_s)):
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        location = os.fspath(folder)
+        self.local = is_local(location)
+        if location.lower().startswith(("file:", "local:")):
+            location = normalize_root(location, "capacity ledger")  # a local path: flock
+        self.location = location
+        self.folder = Path(self.location)  # meaningful for a local ledger only
         self.max_age_s = max_age_s
+        self.remote_max_age_s = remote_max_age_s
+        self.lease_s = lease_s
+        self.storage_options = storage_options
 
     @contextlib.contextmanager
     def locked(self, timeout_s: float | None = None) -> Iterator[LedgerView]:
         """Hold the ledger's exclusive lock; ``timeout_s`` None waits as long as it takes, else TimeoutError."""
+        if not self.local:
+            with self._leased(timeout_s) as view:
+                yield view
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
         try:
             _flock(fd, timeout_s, self.folder)
-            view = LedgerView(self.folder, self.max_age_s)
+            view = LedgerView(self.folder, self.max_age_s, self.remote_max_age_s)
             try:
                 yield view
             finally:
@@ -163,6 +270,19 @@ class ReservationLedger:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    @contextlib.contextmanager
+    def _leased(self, timeout_s: float | None) -> Iterator[LedgerView]:
+        lock = LeaseLock(join(self.location, LEASE_FILE), self.storage_options, self.lease_s)
+        with lock.held(timeout_s) as lease:
+            # Stop writing a while before the lease ends: another host's clock may run a little ahead of ours.
+            usable_until = lease.expires_at - min(10.0, self.lease_s / 4)
+            folder = _StoredFolder(self.location, self.storage_options)
+            view = LedgerView(folder, self.max_age_s, self.remote_max_age_s, usable_until)
+            try:
+                yield view
+            finally:
+                view._close()
 
     def release(self, key: str) -> bool:
         """Remove a reservation under the lock; idempotent (False when it was already gone)."""
@@ -212,11 +332,15 @@ def subtract(capacity: ClusterCapacity, reservations: Sequence[Reservation]) -> 
     return ClusterCapacity(workers, source, capacity.active_apps, capacity.memory_step)
 
 
-def _is_stale(reservation: Reservation, max_age_s: float) -> bool:
-    if time.time() - reservation.created_at > max_age_s:
+def _is_stale(reservation: Reservation, max_age_s: float, remote_max_age_s: float) -> bool:
+    age = time.time() - reservation.created_at
+    if age > max_age_s:
         return True
-    # Another host's processes cannot be checked from here: only the age limit ends those.
-    return reservation.host == socket.gethostname() and not _holder_alive(reservation)
+    if reservation.host != socket.gethostname():
+        # Another host's processes cannot be checked from here: its region has remote_max_age_s to get its
+        # application listed by the cluster (after which subtract ignores the reservation anyway).
+        return age > remote_max_age_s
+    return not _holder_alive(reservation)
 
 
 def _holder_alive(reservation: Reservation) -> bool:
