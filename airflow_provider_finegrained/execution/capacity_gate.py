@@ -3,7 +3,8 @@
 The cluster's free capacity comes from the cluster manager (a standalone master's ``/json/``, YARN's
 ResourceManager) or from the capacity the connection declares (local mode, Kubernetes). Regions of
 this provider that were granted capacity but whose applications have not registered yet are held in
-a reservation ledger, so parallel branches do not both take the same free cores. No Airflow imports.
+a reservation ledger under the storage root (``<root>/_capacity/<master>``, local or shared storage), so
+parallel branches, on this worker or another host, do not both take the same free cores. No Airflow imports.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
@@ -37,7 +38,8 @@ from airflow_provider_finegrained.planning.capacity import (
     decide_capacity,
     queue_capacity,
 )
-from airflow_provider_finegrained.storage.locations import plain_name
+from airflow_provider_finegrained.storage.filesystem import StorageOptions
+from airflow_provider_finegrained.storage.locations import is_local, join, plain_name
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -69,15 +71,37 @@ class CapacitySource:
     memory: int = 0
     label: str = ""
     ledger_folder: str | None = None
+    """The reservation ledger: a local folder or a URL under the storage root."""
     queue: str | None = None
     """YARN: the queue the application is submitted to (``spark.yarn.queue``); its headroom caps the capacity."""
+    conn_id: str | None = None
+    """The ``finegrained_spark`` connection whose storage options reach a ledger that is not local: the
+    options hold secrets, so they never travel with the source; the side that opens the ledger resolves them."""
+    storage_options: StorageOptions = field(default=None, compare=False, repr=False)
+    """fsspec options for a ledger that is not local, in this process only (never in :meth:`to_dict`);
+    None: not resolved (see :attr:`needs_storage_options`)."""
+
+    @property
+    def needs_storage_options(self) -> bool:
+        """Whether the ledger is on shared storage and its options are still to be resolved from ``conn_id``."""
+        return self.ledger_folder is not None and not is_local(self.ledger_folder) and self.storage_options is None
+
+    def ledger(self) -> ReservationLedger | None:
+        """The reservation ledger, if this source keeps one."""
+        if self.ledger_folder is None:
+            return None
+        return ReservationLedger(self.ledger_folder, storage_options=self.storage_options)
+
+    def with_storage_options(self, storage_options: StorageOptions) -> CapacitySource:
+        return replace(self, storage_options=storage_options)
 
     def read(self) -> ClusterCapacity:
         """The free capacity now, minus regions granted but not registered with the cluster yet."""
         capacity = self.read_cluster()
-        if self.ledger_folder is None:
+        ledger = self.ledger()
+        if ledger is None:
             return capacity
-        with ReservationLedger(self.ledger_folder).locked() as view:
+        with ledger.locked() as view:
             return subtract(capacity, view.reservations())
 
     def read_cluster(self) -> ClusterCapacity:
@@ -96,6 +120,7 @@ class CapacitySource:
             "label": self.label,
             "ledger_folder": self.ledger_folder,
             "queue": self.queue,
+            "conn_id": self.conn_id,
         }
 
     @classmethod
@@ -103,21 +128,31 @@ class CapacitySource:
         return cls(**{**data, "urls": tuple(data.get("urls", ()))})
 
 
-def capacity_source(settings: ConnectionSettings) -> CapacitySource:
-    """The capacity source of the connection's cluster manager (its launcher's ``capacity_kind``)."""
+def capacity_source(
+    settings: ConnectionSettings, conn_id: str | None = None, storage_options: StorageOptions = None
+) -> CapacitySource:
+    """The capacity source of the connection's cluster manager (its launcher's ``capacity_kind``).
+
+    Its ledger is ``<storage root>/_capacity/<master>`` on every storage root. ``conn_id``: the connection
+    the settings come from, so that a trigger can resolve the storage options again; ``storage_options``:
+    the root's fsspec options where the caller has them (the hook's ``storage_options()``), kept in this
+    process only.
+    """
     from airflow_provider_finegrained.launchers.select import submit_launcher
 
-    ledger = None
     if settings.storage_is_local:
         root = settings.storage_root.removeprefix("file://")
         ledger = os.path.join(root, LEDGER_FOLDER, plain_name(settings.master))
+    else:
+        ledger = join(settings.storage_root, LEDGER_FOLDER, plain_name(settings.master))
+    common: dict[str, Any] = {"ledger_folder": ledger, "conn_id": conn_id, "storage_options": storage_options}
     kind = submit_launcher(settings).capacity_kind
     if kind == "standalone":
-        return CapacitySource("standalone", tuple(settings.webui_json_urls()), ledger_folder=ledger)
+        return CapacitySource("standalone", tuple(settings.webui_json_urls()), **common)
     if kind == "yarn" and settings.yarn_resourcemanager_url:
         # Spark submits to YARN's "default" queue unless told otherwise: its headroom is what the region gets.
         queue = str(settings.spark_conf.get("spark.yarn.queue") or DEFAULT_QUEUE)
-        return CapacitySource("yarn", (settings.yarn_resourcemanager_url,), ledger_folder=ledger, queue=queue)
+        return CapacitySource("yarn", (settings.yarn_resourcemanager_url,), queue=queue, **common)
     memory = settings.total_memory
     if kind == "local":
         # A local application is one JVM on this machine: the machine's memory is what bounds it.
@@ -127,7 +162,7 @@ def capacity_source(settings: ConnectionSettings) -> CapacitySource:
         cores=settings.total_cores,
         memory=memory,
         label=f"capacity declared for {settings.master}: {settings.total_cores} cores, {format_bytes(memory)}",
-        ledger_folder=ledger,
+        **common,
     )
 
 
@@ -188,8 +223,9 @@ class Grant:
     reservation: Reservation | None = None
 
     def release(self) -> None:
-        if self.reservation is not None and self.source.ledger_folder is not None:
-            ReservationLedger(self.source.ledger_folder).release(self.reservation.key)
+        ledger = self.source.ledger()
+        if self.reservation is not None and ledger is not None:
+            ledger.release(self.reservation.key)
             self.reservation = None
 
     def trace(self, waited_s: float | None = None) -> dict[str, Any]:
@@ -218,13 +254,14 @@ def acquire(
     if cluster_queue:
         capacity = source.read()
         return Grant(_decide(request, capacity, queue_capacity), capacity, source)
-    if source.ledger_folder is None:
+    ledger = source.ledger()
+    if ledger is None:
         capacity = source.read()
         decision = _decide(request, capacity)
         return Grant(decision, capacity, source)
     cluster = source.read_cluster()  # outside the lock: a slow master must not block other regions
     request = request.in_containers_of(cluster.memory_step)  # the reservation books whole containers
-    with ReservationLedger(source.ledger_folder).locked() as view:
+    with ledger.locked() as view:
         capacity = subtract(cluster, [r for r in view.reservations() if r.key != key])
         decision = _decide(request, capacity)
         reservation = Reservation(

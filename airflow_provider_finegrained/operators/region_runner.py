@@ -423,7 +423,8 @@ class RegionRunner:
         stages = ", ".join(self.members)
         try:
             queue = self.settings.admission == "cluster_queue"
-            grant = acquire(capacity_source(self.settings), request, key, self.app_name, cluster_queue=queue)
+            source = capacity_source(self.settings, storage_options=self.storage_options)
+            grant = acquire(source, request, key, self.app_name, cluster_queue=queue)
         except CapacityImpossible as exc:
             raise CapacityImpossible(f"region {self.region} (stages {stages}): {exc}") from None
         except CapacityWait as exc:

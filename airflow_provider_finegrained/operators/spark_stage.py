@@ -293,7 +293,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         self.log.info("Deferring until capacity frees (at most %.0f s): %s", deadline - now, wait.message)
         self.defer(
             trigger=CapacityTrigger(
-                source=capacity_source(settings).to_dict(),
+                source=capacity_source(settings, conn_id=self.finegrained_spark_conn_id).to_dict(),
                 request=request_to_dict(wait.request),
                 deadline=deadline,
                 poll_interval=settings.capacity_poll_interval,

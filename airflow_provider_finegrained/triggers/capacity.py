@@ -24,6 +24,9 @@ class CapacityTrigger(BaseTrigger):
 
     ``not_before``: no look (and no event) before this time (``triggers.settle``); the task looked at the
     capacity just before it deferred.
+
+    ``source`` is ``CapacitySource.to_dict()``: a ledger on shared storage travels as its location and the
+    connection id; its storage options (secrets) are resolved here, in the triggerer, from that connection.
     """
 
     def __init__(
@@ -65,6 +68,8 @@ class CapacityTrigger(BaseTrigger):
         await wait_until(self.not_before)
         while True:
             try:
+                if source.needs_storage_options:
+                    source = await asyncio.to_thread(_with_storage_options, source)
                 capacity = await asyncio.to_thread(source.read)
             except Exception as exc:  # the master may be restarting: keep asking until the deadline
                 message = f"could not read the free capacity: {exc}"
@@ -87,3 +92,12 @@ class CapacityTrigger(BaseTrigger):
 
 def request_to_dict(request: ExecutorRequest) -> dict[str, Any]:
     return asdict(request)
+
+
+def _with_storage_options(source: CapacitySource) -> CapacitySource:
+    """The source with its ledger's storage options, from the connection it names (none named: fsspec's defaults)."""
+    if source.conn_id is None:
+        return source.with_storage_options({})
+    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+
+    return source.with_storage_options(FineGrainedSparkHook(source.conn_id).storage_options())

@@ -3,6 +3,8 @@ admissions (the minimum resources' Spark settings are tests/execution/test_execu
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     reduced_profile,
 )
 from airflow_provider_finegrained.planning import CapacityOutcome, ClusterProfile, ExecutorRequest
+from airflow_provider_finegrained.storage.filesystem import list_files, remove
+from tests.conftest import S3_BUCKET, s3_options
 from tests.execution.test_executor_lifecycle import sizing
 
 GiB = 2**30
@@ -106,3 +110,62 @@ def test_cluster_queue_asks_for_the_whole_request_and_reserves_nothing(tmp_path:
     too_big = ExecutorRequest(executors=1, cores=8, memory=GiB, parallelism=8)
     with pytest.raises(CapacityImpossible, match="no worker can ever hold one executor of 8 core"):
         acquire(source, too_big, "big", "big-app", cluster_queue=True)
+
+
+# --- the ledger on shared storage -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("root", "extra", "ledger"),
+    [
+        (
+            "s3://lake/fg",
+            {"storage_conn_id": "lake"},
+            "s3://lake/fg/_capacity/spark___127.0.0.1_7077",
+        ),
+        (
+            "hdfs://namenode:8020/fg",
+            {"hadoop_conf_dir": "/etc/hadoop/conf"},
+            "hdfs://namenode:8020/fg/_capacity/spark___127.0.0.1_7077",
+        ),
+    ],
+)
+def test_capacity_source_keeps_a_ledger_on_shared_storage_without_its_secrets(
+    root: str, extra: dict[str, object], ledger: str
+) -> None:
+    from airflow_provider_finegrained.execution.capacity_gate import capacity_source
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+
+    settings = ConnectionSettings.from_connection_fields(
+        "spark://127.0.0.1:7077", {"total_cores": 4, "storage_root": root, **extra}, airflow_home="/srv/airflow"
+    )
+    secret = "ledger-secret-0b7f"
+    options = {"key": "AKID", "secret": secret, "client_kwargs": {"endpoint_url": "http://127.0.0.1:1"}}
+    source = capacity_source(settings, conn_id="fg_lake", storage_options=options)
+    assert source.ledger_folder == ledger
+    ledger_of_source = source.ledger()
+    assert ledger_of_source is not None and ledger_of_source.storage_options == options
+    payload = json.dumps(source.to_dict())
+    assert secret not in payload and "AKID" not in payload and secret not in repr(source)
+    carried = CapacitySource.from_dict(json.loads(payload))
+    assert carried == source and carried.conn_id == "fg_lake"
+    assert carried.needs_storage_options and not source.needs_storage_options  # resolved again where it is opened
+
+
+def test_two_acquires_on_an_s3_root_do_not_take_the_same_cores(moto_endpoint: str) -> None:
+    """Two regions (two sources, as two hosts would build them from the trigger payload) on a 4-core declared
+    capacity: the first takes 2 executors of 2 cores; the second sees its reservation on S3 and waits."""
+    location = f"s3://{S3_BUCKET}/gate-tests/{uuid.uuid4().hex[:12]}/_capacity/local"
+    payload = CapacitySource("declared", cores=4, memory=16 * GiB, label="declared", ledger_folder=location).to_dict()
+    first, second = (CapacitySource.from_dict(payload).with_storage_options(s3_options(moto_endpoint)) for _ in "ab")
+    request = ExecutorRequest(executors=2, cores=2, memory=GiB, parallelism=4, min_parallelism=4, slots_per_executor=2)
+    try:
+        grant = acquire(first, request, "dag/run/a/try=1", "app-a")
+        assert (grant.decision.outcome, grant.decision.executors) == (CapacityOutcome.AS_REQUESTED, 2)
+        assert len(list_files(location, s3_options(moto_endpoint))) == 1  # the reservation is on S3
+        with pytest.raises(CapacityWait, match="minus 2 executor"):
+            acquire(second, request, "dag/run/b/try=1", "app-b")
+        grant.release()
+        assert acquire(second, request, "dag/run/b/try=1", "app-b").decision.executors == 2
+    finally:
+        remove(location, s3_options(moto_endpoint))
