@@ -37,7 +37,6 @@ from airflow_provider_finegrained.storage.locations import redact
 DEFAULT_LEASE_S = 60.0
 _FIRST_WAIT_S = 0.05
 _LONGEST_WAIT_S = 0.5
-_CREATE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,6 @@ class LeaseLock:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         wait = _FIRST_WAIT_S
         unreadable: tuple[bytes, float] | None = None  # content we could not parse, and since when we see it
-        failures = 0
         while True:
             now = time.time()
             mine = Lease(socket.gethostname(), os.getpid(), uuid.uuid4().hex, now, now + self.lease_s)
@@ -111,16 +109,7 @@ class LeaseLock:
                 create_exclusive(self.location, mine.to_bytes(), self.storage_options)
                 return mine
             except FileExistsError:
-                failures = 0
-            except OSError:
-                # HDFS refuses the create's rename while the lock exists; if its holder removes it before the
-                # refusal is explained (hdfs.py looks again), the refusal comes as a plain OSError. Measured on
-                # the loopback HDFS with three processes contending. A failure that persists is a real one.
-                failures += 1
-                if failures >= _CREATE_ATTEMPTS:
-                    raise
-                time.sleep(_FIRST_WAIT_S)
-                continue
+                pass
             try:
                 seen = read_bytes(self.location, self.storage_options)
             except FileNotFoundError:

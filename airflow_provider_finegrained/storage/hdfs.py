@@ -95,7 +95,11 @@ class WebHdfsFileSystem(WebHDFS):  # type: ignore[misc]
         try:
             if mode == "create":
                 if not self._call("RENAME", "put", temporary, destination=path).json().get("boolean"):
-                    raise FileExistsError(path) if self.exists(path) else OSError(f"HDFS refused to rename to {path}")
+                    # The source exists (just written), so the NameNode refuses only for a missing folder or an
+                    # existing name; that name may be gone again by now (a lock released), so do not look at it.
+                    if not self.exists(folder):
+                        raise OSError(f"HDFS refused to rename to {path}: its folder {folder} does not exist")
+                    raise FileExistsError(path)
             else:
                 self._call("RENAME", "put", temporary, destination=path, renameoptions="OVERWRITE")
         except BaseException:
