@@ -160,15 +160,16 @@ class FineGrainedSparkHook(BaseHook):
                 settings.master,
             )
 
-    def storage_options(self) -> dict[str, Any]:
+    def storage_options(self, settings: ConnectionSettings | None = None) -> dict[str, Any]:
         """fsspec options for the storage root's filesystem, from the connection ``storage_conn_id`` names.
 
         Empty when ``storage_conn_id`` is unset or the root is local; for an ``hdfs://`` root without it, the
         NameNode's WebHDFS address from ``hadoop_conf_dir`` (``storage/hdfs.py``). The credentials it returns are
         registered with Airflow's secrets masker and never logged; see ``hooks.storage_options`` for the
-        mapping per scheme (s3 from an ``aws`` connection, gs from a ``google_cloud_platform`` one).
+        mapping per scheme (s3 from an ``aws`` connection, gs from a ``google_cloud_platform`` one). ``settings``:
+        those of this hook's connection, when the caller has them already (the warm pool's start).
         """
-        settings = self.get_settings()
+        settings = settings or self.get_settings()
         conn_id = settings.storage_conn_id
         if conn_id is None and settings.storage_scheme == "hdfs":
             from airflow_provider_finegrained.storage.errors import StorageConfigError

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +30,8 @@ from airflow_provider_finegrained.warm.server import (
     server_env,
     server_master,
     server_secret_conf,
+    storage_identity,
+    storage_spark_conf,
 )
 from airflow_provider_finegrained.warm.state import (
     SERVER_LOG,
@@ -69,7 +72,8 @@ class WarmPoolStopError(RuntimeError):
 def auto_folder(settings: Any) -> str:
     """``<storage_root>/_warm/<master>``: every task on this machine finds the same pool there.
 
-    A remote storage_root (s3://...) cannot hold locks and pids, so the pool then lives in the temp folder.
+    A remote storage_root (hdfs://, s3://...) cannot hold locks, pids and a Unix socket, which are per host
+    anyway: the pool's folder is then ``$TMPDIR/finegrained-<uid>/_warm/<master>``. Its data stays on the root.
     """
     if settings.storage_is_local:
         root = settings.storage_root.removeprefix("file://")
@@ -126,10 +130,21 @@ def _kill_all(folder: str, grace_s: float = 30.0) -> bool:
     return bool(found)
 
 
+def connection_storage_options(settings: Any) -> dict[str, Any]:
+    """The storage root's fsspec options as a region of this connection gets them (``storage_conn_id``'s
+    credentials; for ``hdfs://``, the NameNode's web address from ``hadoop_conf_dir``); empty for a local root."""
+    if settings.storage_is_local:
+        return {}  # no Airflow connection to read
+    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+
+    return FineGrainedSparkHook().storage_options(settings)
+
+
 def ensure_started(
     settings: Any,
     folder: str | None = None,
     *,
+    storage_options: Mapping[str, Any] | None = None,
     idle_timeout_s: float | None = None,
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S,
@@ -137,12 +152,18 @@ def ensure_started(
     """The folder's pool, started if it is not running; healthy when returned.
 
     Two callers at once start one pool: the second waits on the folder's lock and finds the first's.
-    A stale pool (dead supervisor, unhealthy server, another master or shape, or no token: started
-    before pools were locked) with no region in it is stopped and replaced. `idle_timeout_s` overrides
-    the connection's ``warm_idle_timeout``.
+    A stale pool (dead supervisor, unhealthy server, another master, shape or storage credentials, or no
+    token: started before pools were locked) with no region in it is stopped and replaced; one with
+    other storage credentials and regions running in it is not used (WarmPoolUnavailable). The server
+    reaches the storage root with `storage_options` (default: the connection's, see
+    :func:`connection_storage_options`) as ``spark.hadoop.*``, the returned pool carries them for the
+    task's side. `idle_timeout_s` overrides the connection's ``warm_idle_timeout``.
     """
     folder = os.path.abspath(folder or auto_folder(settings))
     shape = pool_shape(settings)
+    if storage_options is None:
+        storage_options = connection_storage_options(settings)
+    storage_conf = storage_spark_conf(settings, storage_options)
     with start_lock(folder, start_timeout_s) as held:
         if not held:
             raise WarmPoolUnavailable(
@@ -154,41 +175,63 @@ def ensure_started(
             same = state.get("master") == server_master(settings) and pool.shape == shape
             # A pool without a token (started before pools were locked) accepts anyone: replace it once idle.
             same = same and pool.token is not None
-            if same or live_leases(folder):
+            # Started without this root's credentials, or with others: its regions could not reach the root.
+            same_storage = state.get("storage") == storage_identity(settings, storage_conf, pool.token)
+            if not same_storage and live_leases(folder):
+                raise WarmPoolUnavailable(
+                    f"the warm pool in {folder} runs with other storage credentials or Hadoop configuration "
+                    "than this connection's, and regions are running in it; it is replaced once they end"
+                )
+            if (same and same_storage) or live_leases(folder):
                 try:
                     # It answered a query when it started and its supervisor watches the JVM: the channel will do.
                     check_health(pool.url, health_timeout_s, query=False, token=pool.token)
                     touch_last_used(folder)
-                    return pool
+                    return replace(pool, storage_options=dict(storage_options))
                 except WarmPoolUnavailable as exc:
                     log.warning("Restarting the warm pool in %s: %s", folder, exc)
             elif pool.token is None:
                 log.info("Restarting the warm pool in %s: it has no token, so it would accept any client", folder)
+            elif not same_storage:
+                log.info(
+                    "Restarting the warm pool in %s: it was started with other storage credentials or Hadoop "
+                    "configuration than this connection's for %s",
+                    folder,
+                    settings.storage_root,
+                )
             else:
                 log.info("Restarting the warm pool in %s for master %s and %s", folder, settings.master, shape)
         if _kill_all(folder):
             log.info("Stopped what was left of an earlier warm pool in %s", folder)
         timeout = settings.warm_idle_timeout if idle_timeout_s is None else idle_timeout_s
-        return _start(settings, folder, shape, float(timeout), start_timeout_s, health_timeout_s)
+        pool = _start(settings, folder, shape, storage_conf, float(timeout), start_timeout_s, health_timeout_s)
+        return replace(pool, storage_options=dict(storage_options))
 
 
 def _start(
-    settings: Any, folder: str, shape: PoolShape, idle_timeout_s: float, start_timeout_s: float, health_timeout_s: float
+    settings: Any,
+    folder: str,
+    shape: PoolShape,
+    storage_conf: Mapping[str, str],
+    idle_timeout_s: float,
+    start_timeout_s: float,
+    health_timeout_s: float,
 ) -> WarmPool:
     check_java(settings.java_home)
     port, ui_port = free_port(), free_port()
     token = new_token()
     write_token(folder, token)  # 0600: the tasks of this user read it; nobody else can
     spec = {
-        "command": server_command(settings, shape, port, ui_port, folder),
+        "command": server_command(settings, shape, port, ui_port, folder, storage_conf),
         # Secrets reach the server through its environment (the token) and a 0600 properties file the
-        # supervisor writes for the JVM's start-up (secret Spark settings): never its argv.
+        # supervisor writes for the JVM's start-up (secret Spark settings, the storage's too): never its argv.
         "token": token,
-        "secret_conf": server_secret_conf(settings),
+        "secret_conf": server_secret_conf(settings, storage_conf),
         "url": f"sc://127.0.0.1:{port}",
         "port": port,
         "shape": shape.to_dict(),
         "master": server_master(settings),
+        "storage": storage_identity(settings, storage_conf, token),
         "idle_timeout": idle_timeout_s,
         "start_timeout": start_timeout_s,
     }
@@ -277,24 +320,35 @@ def status(folder: str) -> dict[str, Any] | None:
     return info
 
 
-def pool_for(settings: Any) -> WarmPool | None:
+def pool_for(settings: Any, storage_options: Mapping[str, Any] | None = None) -> WarmPool | None:
     """The pool a connection names: None for ``off``, the started pool for ``auto``, a checked external server.
 
     An external server is ``sc://host:port`` (a ``;token=`` in it is taken out of the URL the pool shows)
     or ``conn:<conn_id>``, an Airflow connection whose host and port name the server and whose password
-    is its token.
+    is its token; it reaches the storage root with its own settings, the task with `storage_options`.
+    `storage_options` default to the connection's (:func:`connection_storage_options`).
     """
     mode = settings.warm_pool
     if mode == "off":
         return None
     if mode == "auto":
-        return ensure_started(settings)
+        return ensure_started(settings, storage_options=storage_options)
     if mode.startswith(CONN_PREFIX):
         url, token = external_from_connection(mode.removeprefix(CONN_PREFIX))
     else:
         url, token = split_token(mode)
     check_health(url, DEFAULT_HEALTH_TIMEOUT_S, token=token)
-    return WarmPool(url=url, folder=None, shape=None, application_id=None, ui_url=None, started_at=0.0, token=token)
+    options = connection_storage_options(settings) if storage_options is None else dict(storage_options)
+    return WarmPool(
+        url=url,
+        folder=None,
+        shape=None,
+        application_id=None,
+        ui_url=None,
+        started_at=0.0,
+        token=token,
+        storage_options=options,
+    )
 
 
 def external_from_connection(conn_id: str) -> tuple[str, str | None]:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_finegrained.planning.capacity import WorkerShape, check_resource_stability
 from airflow_provider_finegrained.spark.properties_file import split_secret_conf
 from airflow_provider_finegrained.spark.submit import spark_submit_path, without_connect_client
+from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
+from airflow_provider_finegrained.storage.locations import scheme_of
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 APP_NAME = "finegrained-warm-pool"
@@ -93,9 +99,42 @@ def _memory(value: int) -> str:
     return f"{mib}m"
 
 
-def server_conf(settings: Any, shape: PoolShape, port: int, ui_port: int, folder: str) -> dict[str, str]:
-    """Spark properties of the server: the connection's spark_conf, then what the pool decides."""
-    conf = dict(settings.spark_conf)
+def storage_spark_conf(settings: Any, storage_options: Mapping[str, Any] | None) -> dict[str, str]:
+    """The ``spark.hadoop.*`` settings of the storage root's credentials (``storage_conn_id``, or for ``hdfs://``
+    the NameNode's web address), as a cold region's application gets them (``spark_hadoop_conf``)."""
+    return spark_hadoop_conf(scheme_of(settings.storage_root), storage_options)
+
+
+def _spark_conf(settings: Any, storage_conf: Mapping[str, str] | None) -> dict[str, str]:
+    # As for a cold application: the connection's spark_conf overrides what storage_conn_id gave.
+    return {**(storage_conf or {}), **{k: str(v) for k, v in settings.spark_conf.items()}}
+
+
+def storage_identity(settings: Any, storage_conf: Mapping[str, str] | None, token: str | None) -> str | None:
+    """What the pool was started with to reach the storage root, as a digest keyed with the pool's token.
+
+    A pool is reused only by callers with the same storage credentials and Hadoop configuration folder; the
+    state file (readable by others) holds this HMAC, never a credential, and without the token (0600) it
+    cannot be checked against guesses. None when there is nothing to tell apart (a local root, no folder).
+    """
+    if not storage_conf and not settings.hadoop_conf_dir:
+        return None
+    payload = json.dumps(
+        {"conf": dict(storage_conf or {}), "hadoop_conf_dir": settings.hadoop_conf_dir}, sort_keys=True
+    )
+    return hmac.new((token or "").encode(), payload.encode(), hashlib.sha256).hexdigest()
+
+
+def server_conf(
+    settings: Any,
+    shape: PoolShape,
+    port: int,
+    ui_port: int,
+    folder: str,
+    storage_conf: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Spark properties of the server: the storage's, the connection's spark_conf, then what the pool decides."""
+    conf = _spark_conf(settings, storage_conf)
     conf.update(
         {
             "spark.connect.grpc.binding.address": HOST,
@@ -130,7 +169,14 @@ def server_master(settings: Any) -> str:
     return f"local[{settings.total_cores}]" if settings.is_local else str(settings.master)
 
 
-def server_command(settings: Any, shape: PoolShape, port: int, ui_port: int, folder: str) -> list[str]:
+def server_command(
+    settings: Any,
+    shape: PoolShape,
+    port: int,
+    ui_port: int,
+    folder: str,
+    storage_conf: Mapping[str, str] | None = None,
+) -> list[str]:
     """``spark-submit --class SparkConnectServer`` (spark-submit knows the class needs no application jar).
 
     Only the public settings: the secret ones (:func:`server_secret_conf`) go through a properties file.
@@ -146,24 +192,28 @@ def server_command(settings: Any, shape: PoolShape, port: int, ui_port: int, fol
         "--class",
         SERVER_CLASS,
     ]
-    conf, _ = split_secret_conf(server_conf(settings, shape, port, ui_port, folder))
+    conf, _ = split_secret_conf(server_conf(settings, shape, port, ui_port, folder, storage_conf))
     for key in sorted(conf):
         command += ["--conf", f"{key}={conf[key]}"]
     return command
 
 
-def server_secret_conf(settings: Any) -> dict[str, str]:
-    """The server's secret Spark settings (the connection's ``spark_conf`` ones, e.g. ``spark.hadoop.*secret*``)."""
-    _, secret = split_secret_conf(settings.spark_conf)
+def server_secret_conf(settings: Any, storage_conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's secret Spark settings (``spark.hadoop.*secret*``...: the storage's and ``spark_conf``'s)."""
+    _, secret = split_secret_conf(_spark_conf(settings, storage_conf))
     return secret
 
 
 def server_env(settings: Any, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The server's environment: this one, with SPARK_HOME, JAVA_HOME and the Python of this interpreter."""
+    """The server's environment: this one, with SPARK_HOME, JAVA_HOME, the Hadoop configuration folder and
+    the Python of this interpreter."""
     env = without_connect_client(os.environ if base is None else base)
     env["SPARK_HOME"] = os.path.dirname(os.path.dirname(spark_submit_path(settings.spark_home)))
     if settings.java_home:
         env["JAVA_HOME"] = settings.java_home
+    if settings.hadoop_conf_dir:
+        # As a cold spark-submit gets it (launchers/submitting.py): the cluster's HDFS (and YARN) settings.
+        env["HADOOP_CONF_DIR"] = env["YARN_CONF_DIR"] = settings.hadoop_conf_dir
     env.pop("SPARK_NO_DAEMONIZE", None)
     if is_loopback_master(settings):
         env["SPARK_LOCAL_IP"] = HOST

@@ -1,6 +1,7 @@
 """A warm pool's folder: its state file, its start lock, its leases and the processes it owns.
 
-Layout of a folder: ``pool.json`` (written by the supervisor: phase, url, pids, app id, UI, shape),
+Layout of a folder: ``pool.json`` (written by the supervisor: phase, url, pids, app id, UI, shape, the
+HMAC of its storage credentials),
 ``token`` (0600: the pool's Connect token, see ``warm.auth``), ``start.lock`` (flock: one starter, or
 the idle stop, at a time), ``leases/`` (one flocked, heartbeating file per region running in the pool,
 recording its Connect sessions), ``last_used`` (its mtime is the last use), the ready region driver's
@@ -17,7 +18,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -57,6 +58,9 @@ class WarmPool:
     started_at: float
     token: str | None = field(default=None, repr=False, compare=False)
     """Spark Connect's pre-shared token (a secret: kept out of the repr; see ``warm.auth.client_url``)."""
+    storage_options: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """fsspec options for the storage root, matching the ``spark.hadoop.*`` the server was started with: how a
+    task reaches the region's job (secrets inside: kept out of the repr). None: fsspec's defaults."""
 
 
 def pool_from_state(folder: str, state: dict[str, Any]) -> WarmPool:

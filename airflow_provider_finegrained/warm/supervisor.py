@@ -80,6 +80,7 @@ class Supervisor:
             "port": spec["port"],
             "shape": spec.get("shape"),
             "master": spec.get("master"),
+            "storage": spec.get("storage"),  # an HMAC of the storage credentials, never the credentials
             "idle_timeout": self.idle_timeout,
             "started_at": time.time(),
         }

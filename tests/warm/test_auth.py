@@ -12,7 +12,13 @@ import pytest
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.warm import WarmPool
 from airflow_provider_finegrained.warm.auth import client_url, new_token, read_token, split_token, write_token
-from airflow_provider_finegrained.warm.server import server_command, server_secret_conf
+from airflow_provider_finegrained.warm.server import (
+    server_command,
+    server_env,
+    server_secret_conf,
+    storage_identity,
+    storage_spark_conf,
+)
 from airflow_provider_finegrained.warm.state import pool_from_state
 
 TOKEN = "s3cr3t-Tok_en"
@@ -92,6 +98,54 @@ def test_secret_spark_settings_stay_off_the_server_command(tmp_path: Path) -> No
         "spark.hadoop.fs.s3a.secret.key": "hush",
         "spark.authenticate.secret": "hush-hush",
     }
+
+
+S3_OPTIONS = {
+    "key": "access-key-id",
+    "secret": "storage-secret-4711",
+    "endpoint_url": "http://127.0.0.1:9000",
+    "client_kwargs": {"region_name": "eu-west-1"},
+}
+
+
+def test_the_storage_connections_credentials_reach_the_server_secrets_through_its_properties_file(
+    tmp_path: Path,
+) -> None:
+    from airflow_provider_finegrained.warm import pool_shape
+
+    conf = {"spark.hadoop.fs.s3a.endpoint.region": "us-east-1"}  # the connection's own spark_conf wins
+    settings = ConnectionSettings.embedded_default(
+        airflow_home=str(tmp_path),
+        defaults={"total_cores": 1, "driver_memory": "1g", "storage_root": "s3://bucket/fg", "spark_conf": conf},
+    )
+    storage = storage_spark_conf(settings, S3_OPTIONS)
+    assert storage["spark.hadoop.fs.s3a.secret.key"] == "storage-secret-4711"
+    command = server_command(settings, pool_shape(settings), 1, 2, "/f", storage)
+    assert "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000" in command
+    assert "spark.hadoop.fs.s3a.endpoint.region=us-east-1" in command
+    assert not any("storage-secret" in arg or "access-key-id" in arg for arg in command)
+    secret = server_secret_conf(settings, storage)
+    assert secret["spark.hadoop.fs.s3a.secret.key"] == "storage-secret-4711"
+    assert secret["spark.hadoop.fs.s3a.access.key"] == "access-key-id"
+
+
+def test_the_pools_storage_identity_tells_credentials_apart_and_holds_none_of_them(tmp_path: Path) -> None:
+    local = ConnectionSettings.embedded_default(airflow_home=str(tmp_path))
+    assert storage_identity(local, storage_spark_conf(local, {}), TOKEN) is None
+    s3 = ConnectionSettings.embedded_default(airflow_home=str(tmp_path), defaults={"storage_root": "s3://bucket/fg"})
+    ours = storage_identity(s3, storage_spark_conf(s3, S3_OPTIONS), TOKEN)
+    assert ours is not None and len(ours) == 64 and "storage-secret" not in ours
+    assert ours == storage_identity(s3, storage_spark_conf(s3, dict(S3_OPTIONS)), TOKEN)
+    others = {**S3_OPTIONS, "secret": "another-secret"}
+    assert ours != storage_identity(s3, storage_spark_conf(s3, others), TOKEN)
+    assert storage_identity(s3, storage_spark_conf(s3, {}), TOKEN) is None  # started without them: not the same
+    assert ours != storage_identity(s3, storage_spark_conf(s3, S3_OPTIONS), "another-pools-token")
+    hdfs = ConnectionSettings.embedded_default(
+        airflow_home=str(tmp_path), defaults={"storage_root": "hdfs://nn:8020/fg", "hadoop_conf_dir": "/etc/hadoop"}
+    )
+    assert storage_identity(hdfs, {}, TOKEN) is not None  # another cluster's configuration: another pool
+    assert server_env(hdfs, {})["HADOOP_CONF_DIR"] == server_env(hdfs, {})["YARN_CONF_DIR"] == "/etc/hadoop"
+    assert "HADOOP_CONF_DIR" not in server_env(local, {})
 
 
 @pytest.mark.parametrize(
