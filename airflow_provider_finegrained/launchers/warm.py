@@ -116,7 +116,8 @@ class WarmLauncher:
         from airflow_provider_finegrained.warm.driver_client import DriverRefused, request_for
 
         assert self._spec is not None
-        job = RegionJob.load(self._spec.job_path)
+        # The job is on the storage root: read with the options the pool's server got as spark.hadoop.*.
+        job = RegionJob.load(self._spec.job_path, storage_options=self.pool.storage_options)
         try:
             child = driver.start(request_for(asdict(job), self.pool))
         except DriverRefused as exc:
@@ -142,8 +143,14 @@ class WarmLauncher:
         from airflow_provider_finegrained.runtime.job import RegionJob
 
         assert self._spec is not None
-        job = RegionJob.load(self._spec.job_path)
-        sessions = ConnectSessions(self.pool.url, self.pool.ui_url, token=self.pool.token)
+        job = RegionJob.load(self._spec.job_path, storage_options=self.pool.storage_options)
+        sessions = ConnectSessions(
+            self.pool.url,
+            self.pool.ui_url,
+            token=self.pool.token,
+            storage_root=job.storage_root,
+            storage_options=self.pool.storage_options,
+        )
         with self._lock:
             if self._killed:
                 raise LaunchCancelled(f"region {self._spec.region} was killed before it started")

@@ -13,15 +13,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from airflow_provider_finegrained.runtime import spark_status
 from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
 from airflow_provider_finegrained.runtime.progress import connect_progress_lines
-from airflow_provider_finegrained.runtime.region_loop import run_stages
+from airflow_provider_finegrained.runtime.region_loop import run_stages, storage_options
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
 from airflow_provider_finegrained.spark.submit import CONNECT_TOKEN_ENV, connect_client_env_restored
+from airflow_provider_finegrained.storage.locations import is_local, same_store
 from airflow_provider_finegrained.warm.auth import client_url
 
 SessionRecorder = Callable[[str, "str | None"], None]
@@ -41,11 +42,17 @@ class ConnectSessions:
         *,
         token: str | None = None,
         on_session: SessionRecorder | None = None,
+        storage_root: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.url = url  # public: what is logged
         self.ui_url = ui_url
         self._token = token  # the pool's pre-shared token; only in the URL the client connects with
         self.on_session = on_session
+        # The task's fsspec options for the storage root (secrets inside): a Connect client never sees the
+        # server's secret settings (Spark leaves keys matching spark.redaction.regex out of conf.get/getAll).
+        self._storage_root = storage_root
+        self._storage_options = None if storage_options is None else dict(storage_options)
         self.application_id = ""
         self.session_ids: dict[str, str] = {}
         self._views: dict[str, str] = {}
@@ -117,6 +124,22 @@ class ConnectSessions:
             f"run this stage cold: give it warm=False (or set warm_pool 'off' on the connection)"
         )
 
+    def storage_options(self, spark: Any, location: str) -> dict[str, Any]:
+        """fsspec options for ``location``: the task's for a location on the storage root, else those the
+        server's public ``spark.hadoop.*`` settings give (a session is opened for it when ``spark`` is None)."""
+        if is_local(location):
+            return {}
+        root = self._storage_root
+        if self._storage_options is not None and root is not None and same_store(location, root):
+            return dict(self._storage_options)
+        if spark is not None:
+            return storage_options(spark, location)
+        session = self._session()
+        try:
+            return storage_options(session, location)
+        finally:
+            session.stop()
+
     def interrupt(self) -> None:
         """Cancel the running stage's Spark jobs; no further stage starts."""
         with self._lock:
@@ -141,10 +164,13 @@ class ConnectSessions:
 
 
 def run_region_warm(job: RegionJob, sessions: ConnectSessions) -> str | None:
-    """Run ``job``'s stages in the pool; the stage that failed, or None."""
+    """Run ``job``'s stages in the pool; the stage that failed, or None.
+
+    The statuses go to the job's folder with the storage root's options (:meth:`ConnectSessions.storage_options`).
+    """
     # With the pool's token in the URL, a token some other code left in the environment must not matter.
     with connect_client_env_restored(unset=CONNECT_TOKEN_ENV if sessions.authenticated else ()):
         try:
-            return run_stages(job, sessions)
+            return run_stages(job, sessions, status_storage=sessions.storage_options(None, job.folder))
         finally:
             sessions.finish()

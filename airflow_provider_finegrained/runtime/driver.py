@@ -52,6 +52,9 @@ class ClassicSessions:
     def explain(self, stage: StageJob, exc: BaseException) -> str | None:
         return None
 
+    def storage_options(self, spark: Any, location: str) -> dict[str, Any]:
+        return storage_options(spark, location)  # a classic driver's conf holds the secrets too
+
 
 def main(argv: list[str]) -> int:
     # Die with the JVM that started this driver (spark-submit's PythonRunner): a JVM killed with SIGKILL

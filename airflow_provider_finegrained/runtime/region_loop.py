@@ -73,6 +73,9 @@ class Sessions(Protocol):
     def explain(self, stage: StageJob, exc: BaseException) -> str | None:
         """A clearer message for an error this carrier knows, else None."""
 
+    def storage_options(self, spark: Any, location: str) -> dict[str, Any]:
+        """fsspec options for ``location`` on the Python side (see :func:`storage_options`)."""
+
 
 def run_stages(job: RegionJob, sessions: Sessions, *, status_storage: StorageOptions = None) -> str | None:
     """Run every stage of ``job``; the name of the stage that failed, or None.
@@ -111,7 +114,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
                 spark.conf.set(key, value)
             ready = _now()
             inputs = {ref.name: _load_input(spark, ref, sessions) for ref in stage.inputs}
-            result = _call_stage(spark, stage, inputs)
+            result = _call_stage(spark, stage, inputs, sessions)
             _check_dataframe(stage.name, result)
             if stage.handover:
                 if stage.output_location:
@@ -125,7 +128,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
                     stage.output_format,
                     stage.write_options,
                     root=job.storage_root,
-                    storage_options=storage_options(spark, stage.output_location),
+                    storage_options=sessions.storage_options(spark, stage.output_location),
                     fence=Fence.for_stage(job.storage_root, job.dag_id, job.run_id, stage.name, job.try_number),
                 )
                 output = committed.to_dict()
@@ -194,7 +197,7 @@ def _load_input(spark: Any, ref: InputRef, sessions: Sessions) -> Any:
         df = sessions.take(spark, ref.stage or ref.name)
     elif ref.source == "committed" and ref.path:
         # Exactly the files the marker lists: never a folder listing that could hold a late try's files.
-        committed = read_committed(ref.path, storage_options=storage_options(spark, ref.path))
+        committed = read_committed(ref.path, storage_options=sessions.storage_options(spark, ref.path))
         reader = spark.read.format(committed.format).options(**ref.options)
         df = reader.option("basePath", spark_uri(committed.data_root)).load([spark_uri(u) for u in committed.uris])
     else:
@@ -206,11 +209,11 @@ def _load_input(spark: Any, ref: InputRef, sessions: Sessions) -> Any:
     return df
 
 
-def _call_stage(spark: Any, stage: StageJob, inputs: dict[str, Any]) -> Any:
+def _call_stage(spark: Any, stage: StageJob, inputs: dict[str, Any], sessions: Sessions) -> Any:
     if stage.callable_path:
         from pyspark import cloudpickle
 
-        pickled = filesystem.read_bytes(stage.callable_path, storage_options(spark, stage.callable_path))
+        pickled = filesystem.read_bytes(stage.callable_path, sessions.storage_options(spark, stage.callable_path))
         fn = cloudpickle.loads(pickled)
         return fn(spark, **inputs, **stage.kwargs)
     if not stage.application:

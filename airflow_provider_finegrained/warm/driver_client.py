@@ -197,4 +197,5 @@ def request_for(job: dict[str, Any], pool: WarmPool) -> RunRequest:
         sys_path=[entry for entry in sys.path if entry],
         env=dict(os.environ),
         cwd=os.getcwd(),
+        storage_options=None if pool.storage_options is None else dict(pool.storage_options),
     )

@@ -2,8 +2,9 @@
 
 A task connects to ``<pool folder>/driver.sock`` (0600, so only the pool's user can connect) and sends one
 ``run`` request: the pool's token (checked in constant time), the region job's JSON form
-(``dataclasses.asdict(RegionJob)``), the pool's URLs and what the stage code would see in the task
-process (``sys.path``, the environment, the working folder). The driver answers with frames:
+(``dataclasses.asdict(RegionJob)``), the pool's URLs, the storage root's fsspec options (a Connect
+client cannot read the server's secret settings) and what the stage code would see in the task process
+(``sys.path``, the environment, the working folder). The driver answers with frames:
 
 - ``{"type": "accepted", "pid": ...}``: first, once the request checked out and a child took the region.
   The task waits for it only ``ACCEPT_TIMEOUT_S``; if it comes, the task answers ``{"op": "go"}`` and
@@ -33,8 +34,9 @@ SOCKET_NAME = "driver.sock"
 """The ready driver's socket in the pool's folder (bound only once the driver has imported the client)."""
 MAX_FRAME_BYTES = 64 * 2**20
 """A frame longer than this is a protocol error (a region job is kilobytes; a log line rarely more)."""
-PROTOCOL_VERSION = 2
-"""2: ``accepted`` and ``go`` before the region starts (a driver of version 1 refuses a version 2 request)."""
+PROTOCOL_VERSION = 3
+"""2: ``accepted`` and ``go`` before the region starts; 3: the storage root's options (a driver of another
+version refuses the request, and the task runs the region itself)."""
 ACCEPT_TIMEOUT_S = 15.0
 """How long a task waits for the driver to accept its region (a fork and a JSON parse: milliseconds when well)."""
 
@@ -103,6 +105,8 @@ class RunRequest:
     env: dict[str, str] = field(default_factory=dict, repr=False)
     """The task's environment: the stage code sees what it would in the task process (may hold secrets)."""
     cwd: str | None = None
+    storage_options: dict[str, Any] | None = field(default=None, repr=False)
+    """fsspec options for the storage root (credentials inside); None: those the server's settings show."""
 
     def to_frame(self) -> dict[str, Any]:
         return {
@@ -115,6 +119,7 @@ class RunRequest:
             "sys_path": self.sys_path,
             "env": self.env,
             "cwd": self.cwd,
+            "storage_options": self.storage_options,
         }
 
 
@@ -148,7 +153,11 @@ def parse_request(message: Mapping[str, Any], token: str | None) -> RunRequest:
         raise DriverProtocolError("the request's cwd is not a string")
     if ui_url is not None and not isinstance(ui_url, str):
         raise DriverProtocolError("the request's ui_url is not a string")
-    return RunRequest(job, url, ui_url, given if isinstance(given, str) else None, sys_path, env, cwd)
+    storage = message.get("storage_options")
+    if storage is not None and not isinstance(storage, dict):
+        raise DriverProtocolError("the request's storage_options is not an object")
+    token_given = given if isinstance(given, str) else None
+    return RunRequest(job, url, ui_url, token_given, sys_path, env, cwd, storage)
 
 
 @dataclass(frozen=True)

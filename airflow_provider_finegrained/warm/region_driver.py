@@ -190,7 +190,14 @@ class Child:
         from airflow_provider_finegrained.runtime.connect_region import ConnectSessions, run_region_warm
 
         # The driver's own token (the pool's): the same one the task proved it holds.
-        self._sessions = ConnectSessions(request.url, request.ui_url, token=self.token, on_session=self._record)
+        self._sessions = ConnectSessions(
+            request.url,
+            request.ui_url,
+            token=self.token,
+            on_session=self._record,
+            storage_root=job.storage_root,
+            storage_options=request.storage_options,
+        )
         if self._killed.is_set():
             self._sessions.interrupt()
         return run_region_warm(job, self._sessions)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -143,7 +143,9 @@ def test_spark_writes_commits_and_reads_exactly_the_listed_files(spark: Any, tmp
     # A late attempt of the same try writes next to the committed output; readers do not see it.
     straggler = join(location, f"{ATTEMPT_PREFIX}late")
     spark.range(5000, 5007).selectExpr("id", "id % 5 AS k").write.parquet(spark_uri(straggler))
-    sessions = cast(Sessions, None)  # only in-region handovers need the sessions
+    from airflow_provider_finegrained.runtime.driver import ClassicSessions
+
+    sessions: Sessions = ClassicSessions(spark)  # the carrier gives the committed read its storage options
     read = _load_input(spark, InputRef("orders", "committed", path=location), sessions)
     assert sorted(r.id for r in read.select("id").collect()) == list(range(1000))
     assert sorted(read.inputFiles()) == sorted(spark_uri(uri) for uri in committed.uris)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ def test_the_reader_refuses_an_endless_frame_and_returns_none_at_a_clean_end() -
     ("changes", "error"),
     [
         ({"op": "stop"}, "op 'stop'; allowed: 'run'"),
-        ({"version": 0}, "protocol version 0; allowed: 2"),
+        ({"version": 0}, "protocol version 0; allowed: 3"),
         ({"token": "wrong"}, "token is not the pool's"),
         ({"token": None}, "token is not the pool's"),
         ({"job": {"region": "r"}}, "job is not a region job"),
@@ -102,6 +103,7 @@ def test_the_reader_refuses_an_endless_frame_and_returns_none_at_a_clean_end() -
         ({"sys_path": [1]}, "sys_path is not a list of strings"),
         ({"env": {"A": 1}}, "env is not an object of strings"),
         ({"cwd": 3}, "cwd is not a string"),
+        ({"storage_options": "key=secret"}, "storage_options is not an object"),
     ],
 )
 def test_a_bad_request_is_refused_naming_what_is_wrong_and_never_the_token(changes: dict[str, Any], error: str) -> None:
@@ -110,10 +112,13 @@ def test_a_bad_request_is_refused_naming_what_is_wrong_and_never_the_token(chang
     assert TOKEN not in str(refused.value)
 
 
-def test_a_good_request_parses_and_its_repr_shows_no_token_or_environment() -> None:
-    parsed = parse_request(request(env={"AWS_SECRET_ACCESS_KEY": "env-secret"}), TOKEN)
+def test_a_good_request_parses_and_its_repr_shows_no_token_environment_or_storage_options() -> None:
+    storage = {"key": "access", "secret": "storage-secret", "client_kwargs": {"region_name": "eu-west-1"}}
+    parsed = parse_request(request(env={"AWS_SECRET_ACCESS_KEY": "env-secret"}, storage_options=storage), TOKEN)
     assert (parsed.job, parsed.url, parsed.sys_path, parsed.cwd) == (JOB, "sc://127.0.0.1:15002", ["/dags"], "/tmp")
-    assert TOKEN not in repr(parsed) and "env-secret" not in repr(parsed)
+    assert parsed.storage_options == storage
+    assert TOKEN not in repr(parsed) and "env-secret" not in repr(parsed) and "storage-secret" not in repr(parsed)
+    assert parse_request(request(), TOKEN).storage_options is None
 
 
 @pytest.mark.parametrize(
@@ -206,10 +211,13 @@ def test_the_client_echoes_lines_records_sessions_and_returns_the_outcome(fake_d
             raise RuntimeError("the lease expired")
         recorded.append((session, user))
 
-    outcome = driver.run(request_for(JOB, pool(None)), record, lines.append)
+    # The pool carries the storage root's options: the driver's Connect sessions cannot read the secret ones.
+    storage = {"key": "access", "secret": "storage-secret"}
+    outcome = driver.run(request_for(JOB, replace(pool(None), storage_options=storage)), record, lines.append)
     assert (outcome.failed, outcome.application_id, outcome.sessions) == (None, "local-1", {"a": "s1"})
     assert lines == ["[finegrained] stage a: started"] and recorded == [("s1", "u")]
     assert received[0]["op"] == "run" and received[0]["token"] == TOKEN and received[0]["env"] == dict(os.environ)
+    assert received[0]["storage_options"] == storage
     assert received[1:] == [
         {"op": "go"},
         {"op": "recorded"},
@@ -271,7 +279,7 @@ def test_the_driver_socket_is_owner_only_and_refuses_a_wrong_token_or_job(tmp_pa
         assert bad_job is not None and "the request's job is not a region job" in bad_job["error"]
         old = answer(request(version=1))  # a task of another provider version: refused, naming the fix
         assert (
-            old is not None and "protocol version 1; allowed: 2" in old["error"] and "restart the pool" in old["error"]
+            old is not None and "protocol version 1; allowed: 3" in old["error"] and "restart the pool" in old["error"]
         )
         # A good request: a child takes it and says so first, with its pid. Without the task's go (this one
         # hangs up, as a task that gave up on the driver does) the child exits having run nothing.
