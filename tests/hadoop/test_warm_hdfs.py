@@ -1,0 +1,167 @@
+"""A warm region on an ``hdfs://`` storage root: local Spark Connect pool, the session's loopback HDFS.
+
+The connection names the cluster only through ``hadoop_conf_dir`` (HADOOP_CONF_DIR is unset here): the
+pool's server must get it (and the NameNode's web address, which the region's Python side uses to reach
+the job, the commit markers and the statuses over WebHDFS) as a spark-submit of the cold path does.
+The region runs once in the pool's ready driver and once in the task process.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_finegrained.cli.report import stage_results
+from airflow_provider_finegrained.runtime.output import read_committed
+from airflow_provider_finegrained.spark.hadoop_cluster import HadoopCluster
+from airflow_provider_finegrained.storage.filesystem import filesystem, write_bytes
+from tests.conftest import embedded_settings
+from tests.e2e.conftest import load_dag, write_dag_file
+from tests.warm.conftest import server_jvms, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.hadoop]
+
+DAG_ID = "warm_on_hdfs"
+
+DAG_TEXT = """
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_finegrained.dags.declaration import ExternalDataset, Input
+from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
+
+def counts(spark, raw):
+    return raw.groupBy("k").count()
+
+def doubled(spark, counts):
+    return counts.selectExpr("k", "count * 2 AS doubled")
+
+def total(spark, doubled):
+    return doubled.selectExpr("sum(doubled) AS total")
+
+with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+    c = Stage(task_id="counts", python_callable=counts, inputs={{"raw": ExternalDataset("{raw}")}})
+    d = Stage(task_id="doubled", python_callable=doubled, inputs={{"counts": Input(c, mode="pipelined")}})
+    Stage(task_id="total", python_callable=total, inputs={{"doubled": Input(d)}})
+"""
+
+
+@pytest.fixture
+def warm_on_hdfs(
+    hadoop_cluster: HadoopCluster,
+    airflow_db: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[HadoopCluster, str]]:
+    """The default connection: local[2], warm_pool auto, an hdfs:// root; the pool's folder, stopped after."""
+    from airflow_provider_finegrained import warm
+
+    cluster = hadoop_cluster
+    # The auto pool of a remote root lives in the temp folder: this test's own (short: the ready driver's socket).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("t")))
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)  # the connection's hadoop_conf_dir must be enough
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    extra = {
+        "hadoop_conf_dir": cluster.conf_dir,
+        "storage_root": cluster.storage_root("/warm-hdfs/fg"),
+        "warm_pool": "auto",
+        "warm_idle_timeout": 3600,
+        "driver_memory": "1g",
+    }
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT",
+        json.dumps({"conn_type": "finegrained_spark", "host": "local[2]", "extra": extra}),
+    )
+    folder = warm.auto_folder(embedded_settings())
+    assert folder.startswith(str(tempfile.tempdir)), folder
+    try:
+        yield cluster, folder
+    finally:
+        warm.stop(folder)
+        assert warm.status(folder) is None
+        assert server_jvms(folder) == []
+
+
+def _run(cluster: HadoopCluster, raw: str) -> tuple[Any, dict[str, dict[str, Any]], str]:
+    path = write_dag_file(f"{DAG_ID}.py", textwrap.dedent(DAG_TEXT.format(dag_id=DAG_ID, raw=raw)))
+    run = load_dag(path, DAG_ID).test()
+    return run, stage_results(DAG_ID, run.run_id)[1], run.run_id
+
+
+def _read(cluster: HadoopCluster, location: str) -> pa.Table:
+    options = {"webhdfs_url": cluster.namenode_http_url}
+    committed = read_committed(location, storage_options=options)
+    fs, _ = filesystem(location, options)
+    return pa.concat_tables(pq.read_table(filesystem(uri, options)[1], filesystem=fs) for uri in committed.uris)
+
+
+def test_a_warm_region_reads_and_commits_an_hdfs_root(
+    warm_on_hdfs: tuple[HadoopCluster, str], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_provider_finegrained import warm
+    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+    from airflow_provider_finegrained.warm.driver_client import DriverUnavailable, ReadyDriver
+    from airflow_provider_finegrained.warm.driver_protocol import SOCKET_NAME
+
+    cluster, folder = warm_on_hdfs
+    options = {"webhdfs_url": cluster.namenode_http_url}
+    raw = cluster.storage_root("/warm-hdfs/raw/part-0.parquet")
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"k": [1, 2, 2, 3, 3, 3]}), sink)
+    write_bytes(raw, sink.getvalue().to_pybytes(), options)
+
+    # The pool as `airflow finegrained warm start` starts it (the connection's settings alone): the regions below
+    # must find it the one they want, and its ready driver listening.
+    pool = warm.ensure_started(FineGrainedSparkHook().get_settings())
+    wait_until(lambda: (Path(folder) / SOCKET_NAME).exists(), 120, "the pool's ready driver")
+
+    # The server got the cluster's configuration folder and the NameNode's web address, as a cold submit does.
+    (server,) = server_jvms(folder)
+    environ = psutil.Process(server).environ()
+    assert environ.get("HADOOP_CONF_DIR") == environ.get("YARN_CONF_DIR") == cluster.conf_dir
+    address = cluster.namenode_http_url.removeprefix("http://")
+    assert f"spark.hadoop.dfs.namenode.http-address={address}" in psutil.Process(server).cmdline()
+
+    runs = {}
+    for carrier in ("ready driver", "task process"):
+        if carrier == "task process":
+            # The region runs where the ready driver would have: this process, which loads the job itself.
+            def unavailable(pool: Any, timeout_s: float = 5.0) -> ReadyDriver:
+                raise DriverUnavailable("turned off by the test")
+
+            monkeypatch.setattr(ReadyDriver, "connect", unavailable)
+        run, results, run_id = _run(cluster, raw)
+        out = "".join(capfd.readouterr())
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert states == dict.fromkeys(("counts", "doubled", "total"), "success"), out[-4000:]
+        runs[carrier] = run_id
+        if carrier == "ready driver":
+            assert "runs in the warm pool's ready region driver" in out
+        else:
+            assert "Region region-1 runs in this task process: turned off by the test" in out
+        for stage, result in results.items():
+            execution = result["trace"]["execution"]
+            assert execution["mode"] == "warm" and execution["pool"] == pool.url, (stage, execution)
+            assert result["trace"]["application_id"] == pool.application_id
+        # The outputs are committed on HDFS; the markers read back over WebHDFS with the connection's options.
+        counts = results["doubled"]["output"]
+        assert counts["path"].startswith(cluster.storage_root("/warm-hdfs/fg")), counts
+        assert counts["rows"] == 3 and counts["total_bytes"] > 0, counts
+        doubled = _read(cluster, counts["path"]).to_pylist()
+        assert sorted((r["k"], r["doubled"]) for r in doubled) == [(1, 2), (2, 4), (3, 6)]
+        assert _read(cluster, results["total"]["output"]["path"]).to_pylist() == [{"total": 12}]
+        assert results["counts"]["output"]["in_memory_only"] is True
+        # The statuses the region wrote on HDFS reached the tasks: Spark's task report and the region's log.
+        assert results["doubled"]["trace"]["spark_tasks"]["executors"] == ["driver"]
+    assert runs["ready driver"] != runs["task process"]
+    # Both runs in the one pool started above.
+    state = warm.status(folder)
+    assert state is not None and state["url"] == pool.url
