@@ -6,6 +6,8 @@ source scripts/bootstrap.sh
 python bench/plan_scaling.py
 python bench/overhead.py --repeats 3
 python bench/bytes_per_task.py
+# What shipping the Python environment to YARN costs on the Airflow worker (digest, pack, unpack).
+python bench/python_env.py --repeats 3
 # The side-by-side comparison (fixed sizing, AQE, provider, separate apps, oracle); the planner ran above.
 python -m bench.compare --repeats 3 --no-plan-scaling
 # Only the sizing differs: Spark's defaults, the provider and a swept oracle in one warm pool.
