@@ -60,6 +60,28 @@ def airflow_home() -> str:
     return os.path.expanduser(os.path.expandvars(os.environ.get("AIRFLOW_HOME") or "~/airflow"))
 
 
+def connection_env_variable(conn_id: str) -> str:
+    """The environment variable Airflow reads the connection from (its own spelling: the id in upper case)."""
+    return "AIRFLOW_CONN_" + conn_id.upper()
+
+
+def connection_forms(conn_id: str) -> str:
+    """How to write the connection's environment variable, as JSON and as a URI."""
+    env = connection_env_variable(conn_id)
+    return (
+        f'{env}=\'{{"conn_type": "{CONN_TYPE}", "host": "local[*]"}}\' (JSON) or '
+        f"{env}='finegrained-spark://?master=local%5B*%5D' (URI; the master URL-encoded)"
+    )
+
+
+def unreadable_env_message(conn_id: str) -> str:
+    """The error for a connection variable that is set but that Airflow cannot parse (never its value)."""
+    return (
+        f"the environment variable {connection_env_variable(conn_id)} is set but Airflow cannot read connection "
+        f"{conn_id!r} from it (not valid JSON, nor a connection URI); write it as {connection_forms(conn_id)}"
+    )
+
+
 def missing_connection_message(conn_id: str) -> str:
     env = "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
     return (
@@ -106,6 +128,10 @@ class FineGrainedSparkHook(BaseHook):
         try:
             conn = self.get_connection(conn_id)
         except AirflowNotFoundException:
+            # Airflow calls a variable it cannot parse (JSON without its closing brace) "not defined": that is
+            # a broken connection, not a missing one, and must not fall back to the embedded default.
+            if os.environ.get(connection_env_variable(conn_id)):
+                raise ConnectionSettingsError(unreadable_env_message(conn_id)) from None
             if conn_id != self.default_conn_name:
                 raise AirflowNotFoundException(missing_connection_message(conn_id)) from None
             settings = ConnectionSettings.embedded_default(airflow_home=airflow_home(), defaults=defaults)
@@ -120,9 +146,15 @@ class FineGrainedSparkHook(BaseHook):
             return settings
         if conn.password:
             self._mask(conn.password)
+        # A variable holding only a master URL (`local[4]`) is parsed as a URI with no scheme: no type.
+        if not conn.conn_type:
+            raise ConnectionSettingsError(
+                f"connection {conn_id!r} has no conn_type; conn_type must be {CONN_TYPE!r} (or 'generic'); "
+                f"the master goes in its host: e.g. {connection_forms(conn_id)}"
+            )
         # `airflow connections add --conn-type` rewrites a type it does not know (provider not installed
         # where the CLI ran) to "generic", so that one is accepted; any other type is a wrong connection.
-        if conn.conn_type and conn.conn_type not in ACCEPTED_CONN_TYPES:
+        if conn.conn_type not in ACCEPTED_CONN_TYPES:
             raise ConnectionSettingsError(
                 f"connection {conn_id!r} has conn_type {conn.conn_type!r}; allowed: {CONN_TYPE!r}"
             )

@@ -296,3 +296,51 @@ def test_java_check_without_the_spark_module(tmp_path: Path) -> None:
     ok, message = _check_java_directly(str(tmp_path))
     assert not ok and "Java 8" in message
     assert _check_java_directly(str(tmp_path / "missing"))[0] is False
+
+
+# A malformed AIRFLOW_CONN_* variable must never silently become local Spark (issue 34, item 4).
+
+
+@pytest.mark.parametrize("value", ["local[4]", "spark-master-7077", "hunter2-the-password"])
+def test_an_env_connection_without_a_conn_type_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    # Airflow parses a bare "local[4]" as a URI with an empty scheme: no conn_type, no host.
+    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", value)
+    hook = FineGrainedSparkHook()
+    with pytest.raises(ConnectionSettingsError) as info:
+        hook.get_settings()
+    message = str(info.value)
+    assert "connection 'finegrained_spark_default' has no conn_type" in message
+    assert "conn_type must be 'finegrained_spark'" in message
+    assert 'AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT=\'{"conn_type": "finegrained_spark"' in message
+    assert "finegrained-spark://" in message  # the URI form too
+    assert value not in message  # the variable may hold a password: it is named, never echoed
+    assert not hook.used_embedded_default
+
+
+def test_a_stored_connection_without_a_conn_type_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, "fg_untyped", conn_type="", host="local[2]")
+    with pytest.raises(ConnectionSettingsError, match="connection 'fg_untyped' has no conn_type; conn_type must be"):
+        FineGrainedSparkHook("fg_untyped").get_settings()
+
+
+@pytest.mark.parametrize("conn_id", ["finegrained_spark_default", "fg_broken"])
+def test_an_env_connection_airflow_cannot_read_is_an_error_not_the_embedded_default(
+    monkeypatch: pytest.MonkeyPatch, conn_id: str
+) -> None:
+    # JSON without its closing brace: Airflow cannot parse it and calls the connection "not defined".
+    broken = '{"conn_type": "finegrained_spark", "host": "local[2]", "password": "s3cr3t-pw"'
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", broken)
+    hook = FineGrainedSparkHook(conn_id)
+    with pytest.raises(ConnectionSettingsError) as info:
+        hook.get_settings()
+    message = str(info.value)
+    assert f"AIRFLOW_CONN_{conn_id.upper()} is set but Airflow cannot read connection {conn_id!r} from it" in message
+    assert '{"conn_type": "finegrained_spark", "host": "local[*]"}' in message
+    assert "s3cr3t-pw" not in message and "local[2]" not in message
+    assert not hook.used_embedded_default
+
+
+def test_an_empty_env_variable_is_unset_as_airflow_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", "")
+    hook = FineGrainedSparkHook()
+    assert hook.get_settings().is_local and hook.used_embedded_default
