@@ -1,9 +1,14 @@
-"""``warm start|status|stop [--dir D] [--conn-id ID]``: the warm Spark Connect pool of a connection."""
+"""``warm start|status|stop [--dir D] [--conn-id ID]``: the warm Spark Connect pool of a connection.
+
+``warm start`` prints the pool's public URL, ``sc://localhost:PORT`` (a client adds ``;token=`` and the
+content of the pool's token file); ``--client-url`` prints the URL with the token, a secret.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -26,6 +31,11 @@ def add_parser(commands: Any) -> None:
             action.add_argument(
                 "--idle-timeout", type=float, help="seconds idle before it stops (default: the connection's)"
             )
+            action.add_argument(
+                "--client-url",
+                action="store_true",
+                help="print the URL a client connects with, token included (a secret: never printed without this)",
+            )
         if name == "status":
             action.add_argument("--json", action="store_true", help="print the state as JSON")
 
@@ -45,6 +55,7 @@ def _folder(args: argparse.Namespace) -> str:
 def _start(args: argparse.Namespace) -> int:
     from airflow_provider_finegrained.spark.java import SparkEnvironmentError
     from airflow_provider_finegrained.warm import WarmPoolUnavailable, ensure_started
+    from airflow_provider_finegrained.warm.auth import TOKEN_FILE, client_url
 
     settings = _settings(args.conn_id)
     try:
@@ -53,8 +64,12 @@ def _start(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     shape = pool.shape
-    print(pool.url)
+    # The public URL by default; a client adds ";token=" and the token file's content (docs/warm.md).
+    print(client_url(pool.url, pool.token) if args.client_url else pool.url)
     print(f"folder:  {pool.folder}", file=sys.stderr)
+    if pool.folder is not None and pool.token is not None:
+        token_file = os.path.join(pool.folder, TOKEN_FILE)
+        print(f"token:   {token_file} (a client connects with {pool.url}/;token=<its content>)", file=sys.stderr)
     if shape is not None:
         executors = "local" if shape.local else f"{shape.min_executors}..{shape.max_executors} executors"
         print(f"shape:   {executors} of {shape.executor_cores} cores, {shape.executor_memory} bytes", file=sys.stderr)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import ipaddress
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -13,7 +16,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
@@ -23,6 +26,7 @@ from airflow_provider_finegrained.storage.locations import plain_name
 from airflow_provider_finegrained.warm.auth import new_token, remove_token, split_token, write_token
 from airflow_provider_finegrained.warm.health import check_health
 from airflow_provider_finegrained.warm.server import (
+    HOST,
     PoolShape,
     free_port,
     pool_shape,
@@ -61,6 +65,11 @@ CONN_PREFIX = "conn:"
 DEFAULT_START_TIMEOUT_S = 300.0
 DEFAULT_HEALTH_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 60.0
+POOL_HOST = "localhost"
+"""The host of a started pool's URL. With a token, pyspark's Connect client speaks plaintext to ``localhost``
+only (gRPC's local credentials) and TLS to any other host, which the pool's plaintext server never answers;
+``localhost`` must therefore reach the server, which listens on ``HOST`` (127.0.0.1)."""
+PORT_ATTEMPTS = 20
 # Supervisors this process started: polled so that they do not linger as zombies once they exit.
 _children: list[subprocess.Popen[bytes]] = []
 
@@ -80,6 +89,72 @@ def auto_folder(settings: Any) -> str:
     else:
         root = os.path.join(tempfile.gettempdir(), f"finegrained-{os.getuid()}")
     return os.path.abspath(os.path.join(root, WARM_FOLDER, plain_name(settings.master)))
+
+
+def localhost_addresses() -> list[str]:
+    """The addresses ``localhost`` resolves to here; WarmPoolUnavailable unless they are loopback ones and
+    include the server's 127.0.0.1 (otherwise a client with the token could not reach the pool)."""
+    try:
+        infos = socket.getaddrinfo(POOL_HOST, None, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise WarmPoolUnavailable(
+            f"{POOL_HOST!r} does not resolve on this host ({exc}); a warm pool needs it"
+        ) from None
+    addresses = list(dict.fromkeys(str(info[4][0]).partition("%")[0] for info in infos))
+    if HOST not in addresses or not all(ipaddress.ip_address(a).is_loopback for a in addresses):
+        raise WarmPoolUnavailable(
+            f"{POOL_HOST!r} resolves to {', '.join(addresses)} on this host; the warm pool listens on {HOST}, and "
+            f"a Spark Connect client with a token reaches it in plaintext only as {POOL_HOST!r}: map "
+            f"{POOL_HOST} to {HOST} (/etc/hosts) or set warm_pool 'off'"
+        )
+    return addresses
+
+
+def hold_localhost(port: int) -> list[socket.socket] | None:
+    """Bind ``port`` on every other loopback address ``localhost`` may resolve to (``::1`` always: gRPC's
+    resolver adds it for ``localhost`` even when /etc/hosts does not), without listening; None if one is taken.
+
+    A client tries those addresses before or after 127.0.0.1 and sends the token to whatever listens there:
+    held by the pool's supervisor for the pool's life, they refuse connections (the client moves on to
+    127.0.0.1) and nobody else can bind them (no SO_REUSEADDR/SO_REUSEPORT on these sockets).
+    """
+    guards: list[socket.socket] = []
+    for address in dict.fromkeys([*localhost_addresses(), "::1"]):
+        if address == HOST:
+            continue
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue  # no IPv6 here: nobody can listen on ::1 either
+        try:
+            sock.bind((address, port))
+        except OSError as exc:
+            sock.close()
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                continue  # not an address of this host: nothing can listen on it
+            for held in guards:
+                held.close()
+            if exc.errno == errno.EADDRINUSE:
+                return None
+            raise
+        guards.append(sock)
+    return guards
+
+
+def _pool_port() -> tuple[int, list[socket.socket]]:
+    """A free port for the server, and the guards of its other loopback addresses (:func:`hold_localhost`)."""
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port()
+        guards = hold_localhost(port)
+        if guards is not None:
+            return port, guards
+    raise WarmPoolUnavailable(f"no port free on every loopback address of {POOL_HOST!r} after {PORT_ATTEMPTS} tries")
+
+
+def pool_url(port: int) -> str:
+    """The URL of a started pool: public (no token; a client adds ``;token=``, see ``warm.auth.client_url``)."""
+    return f"sc://{POOL_HOST}:{port}"
 
 
 def _reap() -> None:
@@ -175,6 +250,8 @@ def ensure_started(
             same = state.get("master") == server_master(settings) and pool.shape == shape
             # A pool without a token (started before pools were locked) accepts anyone: replace it once idle.
             same = same and pool.token is not None
+            # Started before pools were reached as localhost: no guard holds its port on ::1 (hold_localhost).
+            guarded = urlsplit(pool.url).hostname == POOL_HOST
             # Started without this root's credentials, or with others: its regions could not reach the root.
             same_storage = state.get("storage") == storage_identity(settings, storage_conf, pool.token)
             if not same_storage and live_leases(folder):
@@ -182,7 +259,7 @@ def ensure_started(
                     f"the warm pool in {folder} runs with other storage credentials or Hadoop configuration "
                     "than this connection's, and regions are running in it; it is replaced once they end"
                 )
-            if (same and same_storage) or live_leases(folder):
+            if (same and same_storage and guarded) or live_leases(folder):
                 try:
                     # It answered a query when it started and its supervisor watches the JVM: the channel will do.
                     check_health(pool.url, health_timeout_s, query=False, token=pool.token)
@@ -192,6 +269,13 @@ def ensure_started(
                     log.warning("Restarting the warm pool in %s: %s", folder, exc)
             elif pool.token is None:
                 log.info("Restarting the warm pool in %s: it has no token, so it would accept any client", folder)
+            elif not guarded:
+                log.info(
+                    "Restarting the warm pool in %s: its URL %s is not %s, so its port is unguarded on ::1",
+                    folder,
+                    pool.url,
+                    POOL_HOST,
+                )
             elif not same_storage:
                 log.info(
                     "Restarting the warm pool in %s: it was started with other storage credentials or Hadoop "
@@ -218,35 +302,8 @@ def _start(
     health_timeout_s: float,
 ) -> WarmPool:
     check_java(settings.java_home)
-    port, ui_port = free_port(), free_port()
-    token = new_token()
-    write_token(folder, token)  # 0600: the tasks of this user read it; nobody else can
-    spec = {
-        "command": server_command(settings, shape, port, ui_port, folder, storage_conf),
-        # Secrets reach the server through its environment (the token) and a 0600 properties file the
-        # supervisor writes for the JVM's start-up (secret Spark settings, the storage's too): never its argv.
-        "token": token,
-        "secret_conf": server_secret_conf(settings, storage_conf),
-        "url": f"sc://127.0.0.1:{port}",
-        "port": port,
-        "shape": shape.to_dict(),
-        "master": server_master(settings),
-        "storage": storage_identity(settings, storage_conf, token),
-        "idle_timeout": idle_timeout_s,
-        "start_timeout": start_timeout_s,
-    }
     began = time.monotonic()
-    with open(os.path.join(folder, SUPERVISOR_LOG), "ab") as out:
-        # A session of its own: the pool outlives the Airflow task (or CLI) that started it.
-        supervisor = subprocess.Popen(
-            [sys.executable, "-m", SUPERVISOR_MODULE, "--folder", folder],
-            stdin=subprocess.PIPE,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=folder,
-            env=server_env(settings),
-            start_new_session=True,
-        )
+    supervisor, spec = _spawn(settings, folder, shape, storage_conf, idle_timeout_s, start_timeout_s)
     _children.append(supervisor)
     assert supervisor.stdin is not None
     # Through stdin, so that the token and secret Spark properties are on no command line.
@@ -278,6 +335,52 @@ def _start(
         if isinstance(exc, WarmPoolUnavailable):
             raise WarmPoolUnavailable(f"{exc}\n{_tail(folder, SUPERVISOR_LOG)}\n{_tail(folder, SERVER_LOG)}") from None
         raise
+
+
+def _spawn(
+    settings: Any,
+    folder: str,
+    shape: PoolShape,
+    storage_conf: Mapping[str, str],
+    idle_timeout_s: float,
+    start_timeout_s: float,
+) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """Start the pool's supervisor on a fresh port and token; its launch spec (secrets inside: never logged)."""
+    port, guards = _pool_port()
+    with contextlib.ExitStack() as held:
+        for guard in guards:
+            held.enter_context(guard)  # this process's copies close once the supervisor has its own
+        ui_port = free_port()
+        token = new_token()
+        write_token(folder, token)  # 0600: the tasks of this user read it; nobody else can
+        spec = {
+            "command": server_command(settings, shape, port, ui_port, folder, storage_conf),
+            # Secrets reach the server through its environment (the token) and a 0600 properties file the
+            # supervisor writes for the JVM's start-up (secret Spark settings, the storage's too): never its argv.
+            "token": token,
+            "secret_conf": server_secret_conf(settings, storage_conf),
+            "url": pool_url(port),
+            "port": port,
+            "shape": shape.to_dict(),
+            "master": server_master(settings),
+            "storage": storage_identity(settings, storage_conf, token),
+            "idle_timeout": idle_timeout_s,
+            "start_timeout": start_timeout_s,
+        }
+        with open(os.path.join(folder, SUPERVISOR_LOG), "ab") as out:
+            # A session of its own: the pool outlives the Airflow task (or CLI) that started it. It inherits the
+            # guards of the port's other loopback addresses and keeps them open as long as it lives.
+            supervisor = subprocess.Popen(
+                [sys.executable, "-m", SUPERVISOR_MODULE, "--folder", folder],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=folder,
+                env=server_env(settings),
+                start_new_session=True,
+                pass_fds=[guard.fileno() for guard in guards],
+            )
+    return supervisor, spec
 
 
 def stop(folder: str, timeout_s: float = STOP_TIMEOUT_S) -> bool:

@@ -48,7 +48,8 @@ class WarmPool:
     """A Spark Connect server to submit stages to."""
 
     url: str
-    """``sc://127.0.0.1:PORT``."""
+    """Public (never a token): ``sc://localhost:PORT`` for a pool the provider started (``sc://127.0.0.1:PORT``
+    for one started by an earlier version), the server's URL for an external one."""
     folder: str | None
     """The pool's folder; None for an external ``sc://`` server."""
     shape: PoolShape | None

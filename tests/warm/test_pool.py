@@ -43,7 +43,7 @@ print(json.dumps({"url": pool.url, "supervisor": status(folder)["supervisor_pid"
 
 
 def test_a_started_pool_is_healthy_and_recorded(shared_pool: WarmPool) -> None:
-    assert shared_pool.folder is not None and shared_pool.url.startswith("sc://127.0.0.1:")
+    assert shared_pool.folder is not None and shared_pool.url.startswith("sc://localhost:")
     check_pool(shared_pool)
     info = status(shared_pool.folder)
     assert info is not None and info["alive"] and info["phase"] == "running"
@@ -82,7 +82,7 @@ def test_an_external_server_is_checked_and_never_leased(shared_pool: WarmPool, t
     assert shared_pool.token is not None
     # Its token given in the URL: taken out of the URL the pool shows, and used to connect.
     pool = pool_for(small_settings(tmp_path, warm_pool=client_url(shared_pool.url, shared_pool.token)))
-    public = shared_pool.url.replace("127.0.0.1", "localhost")
+    public = shared_pool.url  # sc://localhost:PORT, as client_url writes a loopback host with a token
     assert pool is not None and (pool.url, pool.folder, pool.shape) == (public, None, None)
     assert pool.token == shared_pool.token and shared_pool.token not in repr(pool)
     with in_use(pool) as lease:
@@ -159,7 +159,7 @@ def test_cli_start_status_stop(tmp_path: Path) -> None:
     started = cli("start", "--conn-id", "fg_warm_cli", "--idle-timeout", "0")
     assert started.returncode == 0, started.stderr[-3000:]
     url = started.stdout.strip().splitlines()[-1]
-    assert url.startswith("sc://127.0.0.1:")
+    assert url.startswith("sc://localhost:")  # the host pyspark sends a token to in plaintext
     check_health(url, token=read_token(folder))
     shown = cli("status", "--json")
     assert shown.returncode == 0, shown.stderr
