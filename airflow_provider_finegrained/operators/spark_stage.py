@@ -438,8 +438,10 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
             f"broadcast ratio {config.get('max_broadcast_ratio')}",
         ),
         ("decided", f"{trace.decided_parallelism} ({trace.rule}; computed {trace.computed_parallelism})"),
+        # What sizing set (shuffle partitions, input split size), not what Spark ran: a source with no input
+        # to split (spark.range, a small file) runs as many tasks as its own plan makes; "spark ran" says those.
         (
-            "ran with",
+            "planned",
             f"{trace.parallelism} tasks in {trace.waves} wave(s)"
             + (f"; {'; '.join(trace.sizing_notes)}" if trace.sizing_notes else ""),
         ),
@@ -452,7 +454,7 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
         ),
         ("capacity", _capacity_line(trace.capacity)),
         ("carrier", _execution_line(trace.execution)),
-        ("spark tasks", _tasks_line(trace.spark_tasks)),
+        ("spark ran", _tasks_line(trace.spark_tasks)),
         ("output", output),
         ("application", trace.application_id or "-"),
     ]
@@ -479,7 +481,7 @@ def _capacity_line(capacity: Mapping[str, Any]) -> str:
 def _tasks_line(spark_tasks: Mapping[str, Any] | None) -> str:
     """Spark's own count of the stage's tasks, and the spread over executors of its widest Spark stage."""
     if not spark_tasks:
-        return "-"
+        return "- (no task report from Spark)"
     from airflow_provider_finegrained.runtime.spark_status import StageTaskReport, task_spread
 
     report = StageTaskReport.from_dict(spark_tasks)
@@ -489,6 +491,6 @@ def _tasks_line(spark_tasks: Mapping[str, Any] | None) -> str:
     widest = max(ran, key=lambda s: s.tasks)
     fewest, most = task_spread(report, widest)
     return (
-        f"{report.total_tasks} in {len(ran)} Spark stage(s) on {len(report.executors)} executor(s); widest "
+        f"{report.total_tasks} tasks in {len(ran)} Spark stage(s) on {len(report.executors)} executor(s); widest "
         f"({widest.tasks} tasks): {fewest}-{most} per executor"
     )
