@@ -11,6 +11,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from airflow_provider_finegrained.dags.declaration import declares_all_sources_in_one_region
 from airflow_provider_finegrained.planning import DagPlan, StageGraphError, StageSpec, plan_stages
+from airflow_provider_finegrained.storage.locations import (
+    RESERVED_FOLDERS,
+    dag_folder_name,
+    output_path_allowed,
+    output_path_problem,
+    relative_output_path,
+)
 
 STAGE_ATTRIBUTE = "stage_spec"
 
@@ -34,6 +41,7 @@ def has_stages(dag: Any) -> bool:
 def stage_specs(dag: Any) -> list[StageSpec]:
     """The DAG's stage declarations, checked against its tasks and dependencies."""
     tasks = {task.task_id: task for task in dag.tasks}
+    _check_names(dag)
     _check_output_paths(dag)
     specs: list[StageSpec] = []
     for task in dag.tasks:
@@ -64,12 +72,37 @@ def stage_specs(dag: Any) -> list[StageSpec]:
     return specs
 
 
+def _check_names(dag: Any) -> None:
+    """A DAG or a stage named like one of the provider's folders would write its default layout into it."""
+    try:
+        dag_folder_name(dag.dag_id)
+    except ValueError as exc:
+        raise StageGraphError(str(exc)) from None
+    for task in dag.tasks:
+        if is_stage(task) and task.task_id in RESERVED_FOLDERS:
+            raise StageGraphError(
+                f"stage {task.task_id!r} is named like a folder the provider reserves in a run's folder "
+                f"({', '.join(RESERVED_FOLDERS)}); rename the task"
+            )
+
+
 def _check_output_paths(dag: Any) -> None:
+    """A literal relative output_path in the user's part of the root, and one writer per path.
+
+    Absolute paths are judged against the storage root and templates once rendered, when the stage runs
+    (execution/region_folder.py): neither the root nor the rendered value is known at parse time.
+    """
     writers: dict[str, str] = {}
     for task in dag.tasks:
         path = getattr(task, "output_path", None) if is_stage(task) else None
-        if not path:
+        if path is None:
             continue
+        relative = relative_output_path(path) if isinstance(path, str) else None
+        problem = None if relative is None else output_path_problem(relative, dag.dag_id)
+        if problem is not None:
+            raise StageGraphError(
+                f"stage {task.task_id!r}: output_path {path!r} {problem}; {output_path_allowed(dag.dag_id)}"
+            )
         if path in writers:
             raise StageGraphError(
                 f"stages {writers[path]!r} and {task.task_id!r} both write output_path {path!r}; "

@@ -10,10 +10,14 @@ Layout under a root::
 
     <root>/<dag_id>/<run_id>/<stage_id>/try=<n>            a stage's output (see runtime.output)
     <root>/<dag_id>/<run_id>/_regions/<region>/try=<n>     a region run's job, callables, statuses, traces
+    <root>/_capacity, _history, _python, _warm, ...           the provider's own folders (RESERVED_FOLDERS)
+
+An ``output_path`` must stay in the user's part of the root: see :func:`output_path_problem`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -28,9 +32,23 @@ NETLOC_REQUIRED = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "
 """Schemes whose URL must name a bucket or container (``s3://bucket/...``)."""
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 REGIONS_FOLDER = "_regions"
+RESERVED_FOLDERS = ("_capacity", "_fence", "_history", "_python", "_regions", "_warm")
+"""The provider's own folders on a storage root (``_regions`` and ``_fence`` also inside a DAG's folders); each
+owner defines its constant next to its code and tests/storage/test_output_containment.py checks they are all
+here. Every name starting with ``_`` or ``.`` at the root is kept for the provider, not only these."""
+RESERVED_PREFIXES = ("_", ".")
+OUTPUT_PATH_ALLOWED = (
+    "allowed: a folder below the storage root (not the root itself) whose first name neither starts with '_' "
+    "or '.' (the provider's folders: {reserved}) nor is a DAG's folder (this DAG's {dag!r}, or one holding "
+    "runs of another DAG), with no folder named try=<n>, e.g. 'exports/orders'; or leave output_path unset "
+    "for the default location"
+)
+"""What an output_path may be; formatted with ``reserved`` and ``dag`` (the folder of the stage's DAG)."""
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_TRY_FOLDER = re.compile(r"try=\d+")
+_TEMPLATE = re.compile(r"\{\{|\{%")
 _MAX_COMPONENT = 200
 
 
@@ -225,14 +243,77 @@ def ensure_inside_root(root: str, path: str) -> str:
     raise ValueError(f"path {redact(path)!r} escapes the storage root {redact(root)!r}")
 
 
+def dag_folder_name(dag_id: str) -> str:
+    """The name of a DAG's folder under the root; ValueError for a name the provider reserves (``_history``)."""
+    name = sanitize_component(dag_id, "dag_id")
+    if name in RESERVED_FOLDERS:
+        raise ValueError(
+            f"dag_id {dag_id!r} is a folder the provider reserves under the storage root "
+            f"({', '.join(RESERVED_FOLDERS)}); rename the DAG"
+        )
+    return name
+
+
 def stage_folder(root: str, dag_id: str, run_id: str, stage_id: str) -> str:
     """Return ``<root>/<dag_id>/<run_id>/<stage_id>`` with each component sanitized."""
     parts = (
-        sanitize_component(dag_id, "dag_id"),
+        dag_folder_name(dag_id),
         sanitize_component(run_id, "run_id"),
         sanitize_component(stage_id, "stage_id"),
     )
     return ensure_inside_root(root, "/".join(parts))
+
+
+def relative_output_path(path: str) -> str | None:
+    """A relative ``output_path`` normalised (``""`` for the root, ``..`` first when it leaves it); None for
+    an absolute path or URL (judged against the root, :func:`root_relative`) and for a template (once rendered)."""
+    if path.startswith("/") or _SCHEME.match(path) or _is_file_url(path) or _TEMPLATE.search(path):
+        return None
+    normal = posixpath.normpath(path) if path else "."
+    return "" if normal == "." else normal
+
+
+def root_relative(root: str, location: str) -> str:
+    """Where ``location`` (as :func:`ensure_inside_root` returned it) is under ``root``: ``""`` for the root."""
+    base = normalize_root(root)
+    if is_local(base):
+        base_path, path = os.path.realpath(base), location
+    else:
+        base_path, path = _store(base)[2], _store(location)[2]
+    base_path, path = base_path.rstrip("/"), path.rstrip("/")
+    return "" if path == base_path else relative_to(base_path or "/", path)
+
+
+def output_path_problem(relative: str, dag_id: str) -> str | None:
+    """Why an output_path ``relative`` to the root (normalised) may not be used by a stage of ``dag_id``; None if
+    it may. The rest of the rule needs the storage: another DAG's folder (execution/region_folder.py).
+
+    Outputs stay out of what the provider and the default layout write: the root itself (a commit there
+    would put its marker and attempts among the DAGs' folders), the provider's ``_``/``.`` names (a commit
+    into ``_history`` breaks the history reader), this DAG's own folder, and any ``try=<n>`` folder (the
+    default layout's exact locations, where a stage's own try would then be refused).
+    """
+    if relative == "":
+        return "is the storage root itself"
+    parts = relative.split("/")
+    if parts[0] == "..":
+        return "is outside the storage root"
+    if parts[0].startswith(RESERVED_PREFIXES):
+        return f"is inside {parts[0]!r}, a folder the provider reserves"
+    with contextlib.suppress(ValueError):  # a DAG with a reserved name is refused elsewhere
+        if parts[0] == dag_folder_name(dag_id):
+            return f"is inside {parts[0]!r}, the folder of DAG {dag_id!r} (its default output layout)"
+    for part in parts:
+        if _TRY_FOLDER.fullmatch(part):
+            return f"has a folder {part!r} named like a try folder of the default output layout"
+    return None
+
+
+def output_path_allowed(dag_id: str) -> str:
+    """The allowed values of an output_path, for an error message."""
+    with contextlib.suppress(ValueError):
+        dag_id = dag_folder_name(dag_id)
+    return OUTPUT_PATH_ALLOWED.format(reserved=", ".join(RESERVED_FOLDERS), dag=dag_id)
 
 
 def _check_try(try_number: int) -> None:

@@ -251,3 +251,64 @@ def test_a_source_added_without_the_wiring_is_named_until_the_declaration_is_rep
     all_sources_in_one_region(dag)
     assert read_dag(dag).regions == {"region-1": ("a", "b")}
     assert dag.get_task("b").upstream_task_ids == {"a"}
+
+
+# output_path containment at parse time (issue 34, item 1): the rule itself is tested in
+# tests/storage/test_output_containment.py; here, that a DAG file with such a stage is an import error.
+BAD_OUTPUT_PATHS = {
+    "dot": (".", "output_path '.' is the storage root itself"),
+    "empty": ("", "output_path '' is the storage root itself"),
+    "dot_slash": ("./", "output_path './' is the storage root itself"),
+    "other_dag_try": (
+        "t_hello/manual__2026-01-01T00_00_00_00_00-1a2b3c4d/hello/try=0",
+        "has a folder 'try=0' named like a try folder of the default output layout",
+    ),
+    "own_dag": ("paths_own_dag/exports", "is inside 'paths_own_dag', the folder of DAG 'paths_own_dag'"),
+    "history": ("_history/t_hello/hello", "is inside '_history', a folder the provider reserves"),
+    "capacity": ("_capacity/local_2_", "is inside '_capacity', a folder the provider reserves"),
+    "parent": ("../x", "output_path '../x' is outside the storage root"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_OUTPUT_PATHS))
+def test_a_literal_output_path_outside_the_users_part_of_the_root_is_an_import_error(name: str, tmp_path: Path) -> None:
+    path, message = BAD_OUTPUT_PATHS[name]
+    dag_id = "paths_own_dag" if name == "own_dag" else f"paths_{name}"
+    source = (
+        "import pendulum\n"
+        "from airflow.sdk import DAG\n"
+        "from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator\n"
+        f"with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1)):\n"
+        f"    SparkStageOperator(task_id='hello', python_callable=print, output_path={path!r})\n"
+    )
+    (tmp_path / f"{dag_id}.py").write_text(source)
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(tmp_path / f"{dag_id}.py"), safe_mode=False)
+    assert not bag.dags
+    (error,) = bag.import_errors.values()
+    assert f"DAG {dag_id!r}: stage 'hello': output_path {path!r} " in error
+    assert message in error
+    assert "allowed: a folder below the storage root" in error and "leave output_path unset" in error
+
+
+@pytest.mark.parametrize("path", ["exports/orders", "/data/lake/exports/orders", "s3://lake/x", "out/{{ ds }}"])
+def test_a_plain_subfolder_an_absolute_path_or_a_template_passes_the_parse(path: str) -> None:
+    # Absolute paths are judged against the storage root and templates once rendered, when the stage runs.
+    from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator
+
+    with DAG("paths_ok", schedule=None, start_date=START) as dag:
+        SparkStageOperator(task_id="hello", python_callable=print, output_path=path)
+    assert set(read_dag(dag).stages) == {"hello"}
+
+
+@pytest.mark.parametrize("name", ["_history", "_regions"])
+def test_a_dag_or_a_stage_named_like_a_reserved_folder_is_refused(name: str) -> None:
+    with DAG(name, schedule=None, start_date=START) as dag:
+        Stage(task_id="a")
+    with pytest.raises(StageGraphError, match=rf"dag_id '{name}' is a folder the provider reserves"):
+        read_dag(dag)
+    with DAG("reserved_stage", schedule=None, start_date=START) as dag:
+        Stage(task_id=name)
+    with pytest.raises(StageGraphError, match=rf"stage '{name}' is named like a folder the provider reserves"):
+        read_dag(dag)
