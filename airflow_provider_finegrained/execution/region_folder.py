@@ -22,12 +22,25 @@ from airflow_provider_finegrained.runtime.output import (
 )
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
-from airflow_provider_finegrained.storage.locations import join, redact, region_folder
+from airflow_provider_finegrained.storage.locations import (
+    REGIONS_FOLDER,
+    join,
+    normalize_root,
+    output_path_allowed,
+    output_path_problem,
+    redact,
+    region_folder,
+    root_relative,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.contract import StageTrace
     from airflow_provider_finegrained.runtime.job import RegionJob
     from airflow_provider_finegrained.runtime.output import CommittedOutput
+
+
+DAG_FOLDER_PROBES = 20
+"""Folders of ``<root>/<name>`` looked into for a DAG's runs before an output_path is let in there."""
 
 
 class RegionFolder:
@@ -111,16 +124,42 @@ class RegionFolder:
         write_json(trace_path(self.path, trace.stage), trace.to_xcom(), storage_options=self.storage_options)
 
     def output_location(self, stage: str, output_path: str | None) -> str:
-        """Where a stage commits its output: its ``output_path`` (inside the root) or the default location."""
-        if output_path:
-            try:
-                return ensure_inside_root(self.root, output_path)
-            except ValueError as exc:
-                raise ValueError(
-                    f"stage {stage!r}: output_path {output_path!r} is outside the storage root {self.root!r}; "
-                    "give a path inside it or leave output_path unset"
-                ) from exc
-        return output_location(self.root, self.dag_id, self.run_id, stage, self.try_number)
+        """Where a stage commits its output: its ``output_path`` or the default location.
+
+        An ``output_path`` (rendered, relative to the root or absolute) must lie in the user's part of the
+        root (storage.locations.output_path_problem), and not in a folder holding another DAG's runs, which
+        only the storage knows. ``""`` is the root itself, not "unset" (that is None).
+        """
+        if output_path is None:
+            return output_location(self.root, self.dag_id, self.run_id, stage, self.try_number)
+        allowed = output_path_allowed(self.dag_id)
+        try:
+            location = ensure_inside_root(self.root, output_path)
+        except ValueError as exc:
+            raise ValueError(
+                f"stage {stage!r}: output_path {redact(output_path)!r} is outside the storage root "
+                f"{redact(self.root)!r}; {allowed}"
+            ) from exc
+        relative = root_relative(self.root, location)
+        problem = output_path_problem(relative, self.dag_id)
+        if problem is None and self._holds_dag_runs(relative.split("/")[0]):
+            problem = f"is inside {relative.split('/')[0]!r}, a folder holding runs of another DAG"
+        if problem is not None:
+            raise ValueError(f"stage {stage!r}: output_path {redact(output_path)!r} {problem}; {allowed}")
+        return location
+
+    def _holds_dag_runs(self, name: str) -> bool:
+        """Whether ``<root>/<name>`` is a DAG's folder: some run folder in it holds ``_regions``.
+
+        Every run of a DAG's stages leaves ``<root>/<dag>/<run>/_regions``; a DAG folder holds little else, so
+        its first few folders tell (a bound keeps a large export folder cheap to look at on an object store).
+        """
+        folder = join(normalize_root(self.root), name)
+        subfolders = [n for n, is_folder in filesystem.list_folder(folder, self.storage_options) if is_folder]
+        return any(
+            filesystem.exists(join(folder, sub, REGIONS_FOLDER), self.storage_options)
+            for sub in subfolders[:DAG_FOLDER_PROBES]
+        )
 
     def read_committed(self, location: str) -> CommittedOutput:
         """An upstream stage's committed output (OutputError when it is not readable)."""

@@ -102,3 +102,86 @@ def test_sweep_removes_what_a_revoked_try_wrote_after_the_reset(tmp_path: Path) 
     (late / "part-00000.parquet").write_bytes(b"rows of a revoked try")
     assert retry.sweep(["a"]) == [str(late.parent)]
     assert not late.parent.exists()
+
+
+# output_path containment when the path is rendered (issue 34, item 1): any path, judged against the root.
+ALLOWED = "allowed: a folder below the storage root"
+
+
+def _another_dags_run(root: str, storage_options: dict[str, object] | None = None) -> None:
+    """What a run of DAG t_hello's stage 'hello' leaves on the root (its region folder, its fence)."""
+    RegionFolder(root, "t_hello", "manual__1", "region-1", 0, storage_options=storage_options).reset(["hello"])
+
+
+@pytest.mark.parametrize(
+    ("output_path", "reason"),
+    [
+        (".", "is the storage root itself"),
+        ("./", "is the storage root itself"),
+        ("{root}", "is the storage root itself"),
+        ("{root}/", "is the storage root itself"),
+        ("file://{root}", "is the storage root itself"),
+        ("../x", "is outside the storage root"),
+        ("{root}/../x", "is outside the storage root"),
+        ("t_hello", "is inside 't_hello', a folder holding runs of another DAG"),
+        ("{root}/t_hello/exports", "is inside 't_hello', a folder holding runs of another DAG"),
+        ("t_hello/manual__1/hello/try=0", "has a folder 'try=0' named like a try folder"),
+        ("dag/exports", "is inside 'dag', the folder of DAG 'dag'"),
+        ("_history/t_hello/hello", "is inside '_history', a folder the provider reserves"),
+        ("{root}/_capacity/local_2_", "is inside '_capacity', a folder the provider reserves"),
+        ("_regions", "is inside '_regions', a folder the provider reserves"),
+    ],
+)
+def test_a_rendered_output_path_outside_the_users_part_of_the_root_is_refused(
+    tmp_path: Path, output_path: str, reason: str
+) -> None:
+    root = str(tmp_path)
+    _another_dags_run(root)
+    folder = RegionFolder(root, "dag", "run-1", "region-1", 1)
+    rendered = output_path.format(root=root)
+    with pytest.raises(ValueError) as info:
+        folder.output_location("a", rendered)
+    message = str(info.value)
+    assert message.startswith(f"stage 'a': output_path {rendered!r} ")
+    assert reason in message and ALLOWED in message
+
+
+def test_an_empty_rendered_output_path_is_refused_not_taken_for_unset(tmp_path: Path) -> None:
+    folder = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 1)
+    with pytest.raises(ValueError, match=r"stage 'a': output_path '' is the storage root itself"):
+        folder.output_location("a", "")
+
+
+def test_a_symlink_into_another_dags_folder_is_judged_where_it_leads(tmp_path: Path) -> None:
+    _another_dags_run(str(tmp_path))
+    (tmp_path / "exports").symlink_to(tmp_path / "t_hello")
+    folder = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 1)
+    with pytest.raises(ValueError, match="is inside 't_hello', a folder holding runs of another DAG"):
+        folder.output_location("a", "exports/orders")
+
+
+def test_plain_subfolders_inside_the_root_are_allowed_output_paths(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    _another_dags_run(root)
+    (tmp_path / "exports" / "top").mkdir(parents=True)  # an earlier output's folder, no DAG's runs
+    folder = RegionFolder(root, "dag", "run-1", "region-1", 1)
+    assert folder.output_location("a", "exports/orders") == str(tmp_path / "exports" / "orders")
+    assert folder.output_location("a", f"{root}/exports/orders") == str(tmp_path / "exports" / "orders")
+    assert folder.output_location("a", "t_hello_exports") == str(tmp_path / "t_hello_exports")
+
+
+def test_on_an_object_store_url_the_same_rule_holds() -> None:
+    root = "memory://fg-contained"
+    _another_dags_run(root, {})
+    folder = RegionFolder(root, "dag", "run-1", "region-1", 1, storage_options={})
+    assert folder.output_location("a", "exports/orders") == f"{root}/exports/orders"
+    assert folder.output_location("a", f"{root}/exports/orders") == f"{root}/exports/orders"
+    for bad, reason in [
+        (root, "is the storage root itself"),
+        (f"{root}/", "is the storage root itself"),
+        (f"{root}/t_hello", "is inside 't_hello', a folder holding runs of another DAG"),
+        (f"{root}/_history/x", "is inside '_history', a folder the provider reserves"),
+        ("memory://elsewhere/x", "is outside the storage root"),
+    ]:
+        with pytest.raises(ValueError, match=f"stage 'a': output_path '{bad}' {reason}"):
+            folder.output_location("a", bad)
