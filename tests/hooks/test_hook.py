@@ -344,3 +344,15 @@ def test_an_empty_env_variable_is_unset_as_airflow_reads_it(monkeypatch: pytest.
     monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", "")
     hook = FineGrainedSparkHook()
     assert hook.get_settings().is_local and hook.used_embedded_default
+
+
+def test_both_forms_the_errors_suggest_are_read_as_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_finegrained.hooks.finegrained_spark import connection_forms
+
+    forms = connection_forms("fg_forms").split(" or ")
+    assert len(forms) == 2
+    for form in forms:
+        value = form.split("=", 1)[1].rsplit(" (", 1)[0].strip("'")
+        monkeypatch.setenv("AIRFLOW_CONN_FG_FORMS", value)
+        settings = FineGrainedSparkHook("fg_forms").get_settings()
+        assert settings.is_local and settings.master.startswith("local[")
