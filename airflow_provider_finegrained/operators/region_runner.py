@@ -56,6 +56,7 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
+from airflow_provider_finegrained.launchers.standalone.capacity import webui_text
 from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.operators.region_context import (
@@ -430,9 +431,13 @@ class RegionRunner:
         except CapacityWait as exc:
             raise CapacityWait(f"region {self.region} (stages {stages}): {exc}", exc.request) from None
         except CapacityUnavailable as exc:
+            # The stages are what the user wrote; a standalone master's URL may be one they never set (port 8080).
+            quoted = ", ".join(repr(member) for member in self.members)
+            named = f"stage {quoted}" if len(self.members) == 1 else f"stages {quoted}"
+            where = f" from {webui_text(self.settings)}" if self.settings.master_kind == "standalone" else ""
             raise CapacityUnavailable(
-                f"region {self.region}: cannot read the free capacity of {self.settings.master}: {exc}; "
-                "the task fails and Airflow retries it if it has retries left"
+                f"{named} (region {self.region}): cannot read the free capacity of {self.settings.master}{where}: "
+                f"{exc}; the task fails and Airflow retries it if it has retries left"
             ) from None
         self.log.info("Capacity for region %s: %s", self.region, grant.decision.message)
         return grant

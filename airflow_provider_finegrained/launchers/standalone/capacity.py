@@ -11,6 +11,19 @@ from airflow_provider_finegrained.planning.capacity import WorkerCapacity
 
 STANDALONE_GPU = "gpu"
 """Spark's name for GPUs in a standalone worker's ``resources`` (``spark.worker.resource.gpu.*``)."""
+DEFAULT_WEBUI_PORT = 8080
+"""The port of a standalone master's web UI unless it was told otherwise (``spark.master.ui.port``); the
+connection's ``webui_json_urls`` assume it on each master's host when ``master_webui_url`` is not set."""
+
+
+def webui_text(settings: Any) -> str:
+    """Where a standalone master's capacity is read, for messages: ``the master's web UI at http://host:8080``,
+    and when the URL was derived rather than set ``(port 8080 assumed: set master_webui_url)``."""
+    urls = [redact_url(url).removesuffix("/").removesuffix("/json") for url in settings.webui_json_urls()]
+    where = f"the master's web UI at {urls[0]}" if len(urls) == 1 else f"the masters' web UIs at {', '.join(urls)}"
+    if settings.master_webui_url:
+        return where
+    return f"{where} (port {DEFAULT_WEBUI_PORT} assumed: set master_webui_url)"
 
 
 def parse_standalone_status(status: Mapping[str, Any], source: str) -> ClusterCapacity:
