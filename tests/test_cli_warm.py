@@ -56,4 +56,6 @@ def test_an_older_pools_url_is_printed_as_recorded(
     monkeypatch.setattr(warm_cli, "_settings", lambda conn_id: object())
     monkeypatch.setattr("airflow_provider_finegrained.warm.ensure_started", lambda *a, **k: pool)
     assert main(["warm", "start", "--client-url"]) == 0
-    assert capsys.readouterr().out == f"sc://localhost:4242/;token={TOKEN}\n"
+    out, err = capsys.readouterr()
+    assert out == f"sc://localhost:4242/;token={TOKEN}\n"
+    assert "(a client connects with sc://localhost:4242/;token=<its content>)" in err

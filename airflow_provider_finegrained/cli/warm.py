@@ -69,7 +69,9 @@ def _start(args: argparse.Namespace) -> int:
     print(f"folder:  {pool.folder}", file=sys.stderr)
     if pool.folder is not None and pool.token is not None:
         token_file = os.path.join(pool.folder, TOKEN_FILE)
-        print(f"token:   {token_file} (a client connects with {pool.url}/;token=<its content>)", file=sys.stderr)
+        # client_url's host (localhost, also for a pool an earlier version recorded as 127.0.0.1), not the token.
+        shown = client_url(pool.url, "TOKEN").replace("TOKEN", "<its content>")
+        print(f"token:   {token_file} (a client connects with {shown})", file=sys.stderr)
     if shape is not None:
         executors = "local" if shape.local else f"{shape.min_executors}..{shape.max_executors} executors"
         print(f"shape:   {executors} of {shape.executor_cores} cores, {shape.executor_memory} bytes", file=sys.stderr)
