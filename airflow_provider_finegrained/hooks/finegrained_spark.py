@@ -83,7 +83,7 @@ def unreadable_env_message(conn_id: str) -> str:
 
 
 def missing_connection_message(conn_id: str) -> str:
-    env = "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
+    env = connection_env_variable(conn_id)
     return (
         f"the {CONN_TYPE} connection {conn_id!r} is not defined; create it with "
         f"`airflow connections add {conn_id} --conn-type {CONN_TYPE} --conn-host 'local[*]'` "
