@@ -322,7 +322,7 @@ def test_valid_driver_memory(fake_home: str, memory: str) -> None:
         ("spark.hadoop.fs.s3a.secret.key", True),
         ("spark.hadoop.fs.s3a.session.token", True),
         ("spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net", True),
-        ("spark.hadoop.google.cloud.auth.service.account.json.keyfile", False),
+        ("spark.hadoop.google.cloud.auth.service.account.json.keyfile", True),  # Airflow's service_account
         ("spark.kubernetes.authenticate.driver.oauthToken", True),
         ("spark.hadoop.fs.gs.auth.service.account.private.key", True),
         ("SPARK_CREDENTIALS_FILE", True),
