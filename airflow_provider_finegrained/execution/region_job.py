@@ -17,6 +17,7 @@ from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_s
 from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig, RegionSizing
 from airflow_provider_finegrained.planning.balance import InputBalance, decide_adaptive, producer_row_group_bytes
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob
+from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF, spark_redaction_regex
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -176,6 +177,9 @@ def application_conf(
     """
     conf = {
         "spark.ui.showConsoleProgress": "false",
+        # Spark's UI, event log and logs mask what the provider's rule calls secret, not only what Spark's
+        # default regex does (it shows spark.executorEnv.API_KEY); the user's own regex wins (set later).
+        REDACTION_REGEX_CONF: spark_redaction_regex(),
         **sizing.application_conf(),
         **executor_lifecycle_conf(settings.resource_bounds(), sizing, settings.executors_from == "start"),
     }

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_finegrained.planning.capacity import WorkerShape, check_resource_stability
+from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF, spark_redaction_regex
 from airflow_provider_finegrained.spark.properties_file import split_secret_conf
 from airflow_provider_finegrained.spark.submit import spark_submit_path, without_connect_client
 from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
@@ -135,6 +136,9 @@ def server_conf(
 ) -> dict[str, str]:
     """Spark properties of the server: the storage's, the connection's spark_conf, then what the pool decides."""
     conf = _spark_conf(settings, storage_conf)
+    # The pool's UI and event log mask what the provider's rule calls secret (Spark's default regex misses
+    # spark.executorEnv.API_KEY); a user's own regex wins.
+    conf.setdefault(REDACTION_REGEX_CONF, spark_redaction_regex())
     conf.update(
         {
             "spark.connect.grpc.binding.address": HOST,
@@ -216,6 +220,8 @@ def server_env(settings: Any, base: dict[str, str] | None = None) -> dict[str, s
         env["HADOOP_CONF_DIR"] = env["YARN_CONF_DIR"] = settings.hadoop_conf_dir
     env.pop("SPARK_NO_DAEMONIZE", None)
     if is_loopback_master(settings):
+        # Spark's UI binds to SPARK_LOCAL_IP (0.0.0.0 without it), not to spark.driver.bindAddress: this keeps
+        # the pool's unauthenticated UI, as its gRPC port, to this host, whatever the caller's environment says.
         env["SPARK_LOCAL_IP"] = HOST
     if settings.is_local:
         # Python UDFs run in workers of the server: this interpreter has pyspark (python3 may not).
