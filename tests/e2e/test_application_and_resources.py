@@ -40,6 +40,7 @@ with DAG("app_and_resources", schedule=None, start_date=pendulum.datetime(2026, 
 """
 
 
+@pytest.mark.security
 def test_application_file_with_resource_specs(
     airflow_db: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

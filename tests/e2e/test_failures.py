@@ -34,6 +34,7 @@ def run_dag(path: Path, dag_id: str, **kwargs: Any) -> tuple[Any, dict[str, str]
     return run, {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
+@pytest.mark.security
 def test_stage_errors_name_the_stage_and_reach_the_log(airflow_db: None, capfd: pytest.CaptureFixture[str]) -> None:
     path = dag_file(
         "bad_stages",
@@ -64,6 +65,7 @@ def test_stage_errors_name_the_stage_and_reach_the_log(airflow_db: None, capfd: 
     assert "spark.createDataFrame(pdf)" in text
 
 
+@pytest.mark.security
 def test_bad_inputs_fail_before_spark_with_the_fix(airflow_db: None, capfd: pytest.CaptureFixture[str]) -> None:
     path = dag_file(
         "bad_inputs",
@@ -148,6 +150,7 @@ def test_task_timeout_ends_the_spark_application(airflow_db: None) -> None:
     assert leftovers == []
 
 
+@pytest.mark.security
 def test_an_unwritable_storage_root_fails_naming_the_setting_and_the_stage(
     airflow_db: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

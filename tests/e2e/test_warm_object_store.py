@@ -115,6 +115,7 @@ def _files_text(folder: str) -> str:
     )
 
 
+@pytest.mark.security
 def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections_credentials(
     warm_on_s3: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

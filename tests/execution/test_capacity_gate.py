@@ -130,6 +130,7 @@ def test_cluster_queue_asks_for_the_whole_request_and_reserves_nothing(tmp_path:
         ),
     ],
 )
+@pytest.mark.security
 def test_capacity_source_keeps_a_ledger_on_shared_storage_without_its_secrets(
     root: str, extra: dict[str, object], ledger: str
 ) -> None:

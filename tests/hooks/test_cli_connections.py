@@ -158,6 +158,7 @@ fg_mask_probe()
 
 
 @pytest.mark.usefixtures("airflow_db")
+@pytest.mark.security
 def test_task_output_masks_a_spark_conf_secret(tmp_path: Path) -> None:
     # `airflow tasks test` runs the task with Airflow's masker on its output; the secret's key ends in
     # ".key", which Airflow's own sensitive-name list does not cover: only the hook's registration masks it.

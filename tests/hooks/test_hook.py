@@ -148,6 +148,7 @@ def test_missing_other_connection_is_a_clear_error() -> None:
     assert "AIRFLOW_CONN_MY_SPARK=" in message
 
 
+@pytest.mark.security
 def test_bad_extras_name_the_connection_and_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
     set_connection(monkeypatch, "fg_bad", host="local[2]", extra={"max_parallelism": "lots", "deploy_mode": "cluser"})
     with pytest.raises(ConnectionSettingsError) as info:
@@ -158,12 +159,14 @@ def test_bad_extras_name_the_connection_and_the_field(monkeypatch: pytest.Monkey
     )
 
 
+@pytest.mark.security
 def test_malformed_extra_json_is_an_error_not_an_empty_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     set_connection(monkeypatch, "fg_json", host="local[2]", extra='{"max_parallelism": 8')
     with pytest.raises(ConnectionSettingsError, match="extra: not valid JSON"):
         FineGrainedSparkHook("fg_json").get_settings()
 
 
+@pytest.mark.security
 def test_another_connection_type_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     set_connection(monkeypatch, "spark_default", conn_type="spark", host="spark://10.0.0.5", port=7077)
     with pytest.raises(ConnectionSettingsError, match="has conn_type 'spark'; allowed: 'finegrained_spark'"):
@@ -197,6 +200,7 @@ def masked_log(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
         caplog.handler.removeFilter(masker)
 
 
+@pytest.mark.security
 def test_spark_conf_secret_never_reaches_a_log_record(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, masked_log: logging.Logger
 ) -> None:
@@ -216,6 +220,7 @@ def test_spark_conf_secret_never_reaches_a_log_record(
     assert settings.redacted()["spark_conf"]["spark.hadoop.fs.example.signing.key"] == "***"
 
 
+@pytest.mark.security
 def test_password_and_storage_url_password_are_masked(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, masked_log: logging.Logger
 ) -> None:
@@ -237,6 +242,7 @@ def test_password_and_storage_url_password_are_masked(
     assert "AKIDEXAMPLE:***@bucket" in caplog.text
 
 
+@pytest.mark.security
 def test_warm_pool_connect_token_is_masked_in_logs(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -252,6 +258,7 @@ def test_warm_pool_connect_token_is_masked_in_logs(
     assert "sc://127.0.0.1:15002/;token=***" in caplog.text
 
 
+@pytest.mark.security
 def test_the_hook_logs_only_redacted_settings(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -547,6 +547,7 @@ def test_a_good_connection_value_hides_a_bad_default() -> None:
         ("spark.sql.shuffle.partitions", False),
     ],
 )
+@pytest.mark.security
 def test_secret_conf_keys(key: str, secret: bool) -> None:
     assert is_secret_conf_key(key) is secret
 
@@ -557,6 +558,7 @@ def test_secret_rules_are_the_shared_module_s() -> None:
     assert redact_url is secrets.redact_url
 
 
+@pytest.mark.security
 def test_redacted_masks_secrets_and_is_json_safe() -> None:
     settings = ConnectionSettings.from_connection_fields(
         "local[2]",
@@ -594,6 +596,7 @@ TOKEN = "c0nnect-t0ken-4f9a"
     "url",
     [f"sc://127.0.0.1:15002/;token={TOKEN}", f"sc://pool.example.com:15002/;user_id=ada;token={TOKEN};use_ssl=true"],
 )
+@pytest.mark.security
 def test_spark_connect_token_in_warm_pool_is_masked_everywhere(url: str) -> None:
     settings = parse(warm_pool=url)
     assert settings.warm_pool == url  # the launcher still connects with it
@@ -604,6 +607,7 @@ def test_spark_connect_token_in_warm_pool_is_masked_everywhere(url: str) -> None
         assert TOKEN not in rendering
 
 
+@pytest.mark.security
 def test_a_refused_warm_pool_url_does_not_leak_its_token() -> None:
     # No "/" before the parameters: Spark Connect's client refuses it, and so does the setting.
     message = problems(warm_pool=f"sc://h:15002;token={TOKEN}")
@@ -612,6 +616,7 @@ def test_a_refused_warm_pool_url_does_not_leak_its_token() -> None:
     assert TOKEN not in message
 
 
+@pytest.mark.security
 def test_secret_text_in_a_broken_spark_conf_is_not_repeated() -> None:
     message = problems(spark_conf='{"spark.authenticate.secret": "hunter22"')  # missing brace
     assert "spark_conf: a str (not shown) is not a JSON object" in message

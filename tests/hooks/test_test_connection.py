@@ -277,6 +277,7 @@ def test_warm_pool_and_kubernetes_are_a_tcp_connect(monkeypatch: pytest.MonkeyPa
     assert ok and f"master: Kubernetes API server 127.0.0.1:{listening_port} accepts connections" in message
 
 
+@pytest.mark.security
 def test_secrets_never_reach_the_message(monkeypatch: pytest.MonkeyPatch, server: RecordingServer) -> None:
     server.serve("/json/", sample("standalone_idle.json"))
     extra = {

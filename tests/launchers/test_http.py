@@ -153,6 +153,7 @@ def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
 
 
+@pytest.mark.security
 def test_errors_hide_secret_query_parameters(server: tuple[str, Script]) -> None:
     url, _script = server
     with pytest.raises(HttpRequestError) as caught:

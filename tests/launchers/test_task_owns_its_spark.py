@@ -97,6 +97,7 @@ def _kind(proc: psutil.Process) -> str:
     return " ".join(cmdline)
 
 
+@pytest.mark.security
 def test_no_secret_on_any_command_line_yet_the_driver_sees_them(region: RunningRegion) -> None:
     procs = region.processes()
     assert sorted(_kind(p) for p in procs) == ["daemon", "driver", "jvm", "worker", "worker"], region.log()

@@ -272,6 +272,7 @@ def test_yarn_cluster_submission(fake_home: str) -> None:
     ]
 
 
+@pytest.mark.security
 def test_yarn_cluster_submission_keeps_secrets_in_the_properties_file(fake_home: str) -> None:
     request = yarn_cluster_submit_request(
         "/opt/jobs/driver.py",
@@ -431,6 +432,7 @@ def test_k8s_cluster_submission(fake_home: str) -> None:
     assert k8s_kill_command(K8S, "etl", "fg-dag-r1-driver", spark_home=fake_home)[-1] == "etl:fg-dag-r1-driver"
 
 
+@pytest.mark.security
 def test_k8s_commands_keep_the_oauth_token_in_the_properties_file(fake_home: str) -> None:
     request = etl_driver_request(conf={"spark.kubernetes.authenticate.submission.oauthToken": "k8s-t0ken"})
     with spark_submit_command(request, spark_home=fake_home) as command:

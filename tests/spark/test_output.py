@@ -46,6 +46,7 @@ def test_safe_components_are_kept(value: str, expected: str) -> None:
     assert sanitize_component(value) == expected
 
 
+@pytest.mark.security
 def test_unsafe_characters_are_replaced_and_disambiguated() -> None:
     run_a = sanitize_component("manual__2026-11-22T01:02:03+00:00")
     run_b = sanitize_component("manual__2026-11-22T01_02_03_00_00")
@@ -64,6 +65,7 @@ def test_long_components_are_shortened() -> None:
 
 
 @pytest.mark.parametrize("value", ["", ".", "..", "/etc", "a/b", "../x", "a\\b", "a\x00b"])
+@pytest.mark.security
 def test_traversal_and_absolute_components_are_rejected(value: str) -> None:
     with pytest.raises(ValueError, match="stage_id"):
         sanitize_component(value, "stage_id")

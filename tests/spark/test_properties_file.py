@@ -60,6 +60,7 @@ def test_properties_text_escapes(settings: dict[str, str], text: str) -> None:
 
 
 @pytest.mark.parametrize("value", [" Xq7lead", "Xq7trail ", "\tXq7tab", "Xq7nul\x00"])
+@pytest.mark.security
 def test_values_spark_would_trim_are_refused_naming_the_key_not_the_value(value: str) -> None:
     with pytest.raises(ValueError, match=r"spark\.a\.secret") as caught:
         properties_text({"spark.a.secret": value})
@@ -110,6 +111,7 @@ def test_nasty_values_round_trip_through_java_properties(tmp_path: Path) -> None
     assert {key: bytes.fromhex(value).decode() for key, value in read.items()} == NASTY
 
 
+@pytest.mark.security
 def test_file_is_private_and_removed_after(tmp_path: Path) -> None:
     with secret_properties_file({"spark.authenticate.secret": "s3cr3t"}, directory=str(tmp_path)) as path:
         assert path is not None
@@ -122,6 +124,7 @@ def test_file_is_private_and_removed_after(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.security
 def test_file_is_removed_when_the_block_fails(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="boom"), secret_properties_file({"spark.x.token": "t"}, str(tmp_path)):
         raise RuntimeError("boom")
@@ -135,6 +138,7 @@ def test_no_secrets_no_file(tmp_path: Path) -> None:
     assert properties_file_args(None) == []
 
 
+@pytest.mark.security
 def test_file_is_private_even_under_a_permissive_umask(tmp_path: Path) -> None:
     old = os.umask(0)
     try:
@@ -154,6 +158,7 @@ def test_properties_file_args_keep_spark_defaults() -> None:
     ]
 
 
+@pytest.mark.security
 def test_a_folder_left_by_a_killed_process_is_removed_by_the_next_use(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()

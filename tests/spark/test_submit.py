@@ -169,6 +169,7 @@ def test_python_in_cluster_mode_on_standalone_runs_python_runner_under_the_exit_
     ]
 
 
+@pytest.mark.security
 def test_python_cluster_mode_on_standalone_keeps_secrets_in_the_properties_file(home_with_jars: str) -> None:
     request = SubmitRequest(
         application="/apps/job.py",
@@ -344,6 +345,7 @@ _SECRET_REQUEST_CONF = {
 }
 
 
+@pytest.mark.security
 def test_secret_conf_goes_to_the_properties_file_never_the_command(fake_home: str) -> None:
     request = SubmitRequest(
         application="/apps/job.py",
@@ -389,6 +391,7 @@ def test_no_secrets_no_properties_file(fake_home: str) -> None:
     assert "--properties-file" not in command
 
 
+@pytest.mark.security
 def test_a_command_with_secrets_and_no_file_is_refused_naming_the_keys_not_the_values(fake_home: str) -> None:
     request = SubmitRequest(application="/apps/job.py", master="local[2]", conf=_SECRET_REQUEST_CONF)
     with pytest.raises(ValueError, match="never go on spark-submit's command line") as caught:

@@ -134,6 +134,7 @@ def test_data_files_skip_hidden_names_and_keep_part_order(store: Store) -> None:
     ]
 
 
+@pytest.mark.security
 def test_a_second_writer_of_a_committed_location_is_refused(store: Store) -> None:
     location = location_of(store)
     write_with(location, parts_writer(store, [2]), storage_options=store.options)
@@ -142,6 +143,7 @@ def test_a_second_writer_of_a_committed_location_is_refused(store: Store) -> Non
     assert read_committed(location, storage_options=store.options).rows == 2
 
 
+@pytest.mark.security
 def test_two_concurrent_tries_never_both_commit(store: Store) -> None:
     location = location_of(store)
     # Both passed the early check and wrote their files before either committed.
@@ -160,6 +162,7 @@ def test_two_concurrent_tries_never_both_commit(store: Store) -> None:
     assert read_ids(store, committed.uris) == [0, 1]
 
 
+@pytest.mark.security
 def test_concurrent_commits_in_threads_let_exactly_one_win(tmp_path: object) -> None:
     # Locally the marker is a hard link: atomic even when both commits run at the same instant.
     store = Store("local", f"{tmp_path}/storage")

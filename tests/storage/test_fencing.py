@@ -66,6 +66,7 @@ def test_a_revoked_try_starts_no_write(store: Store) -> None:
     assert list_files(try_location(store, 1), store.options) == {}
 
 
+@pytest.mark.security
 def test_the_killed_tries_race_from_the_issue_publishes_nothing(store: Store) -> None:
     # Try 1 (an orphan of a killed task) has written half its files when try 2 takes over.
     old, new = fence_of(store, 1), fence_of(store, 2)
@@ -117,6 +118,7 @@ def test_readers_refuse_a_superseded_tries_marker_and_cleanup_removes_it(store: 
     assert [name for name, _ in list_folder(stage, store.options)] == ["_fence"]
 
 
+@pytest.mark.security
 def test_a_fixed_output_path_goes_to_the_newest_try_not_the_first_to_finish(store: Store) -> None:
     fixed = join(store.root, "exports", "orders")
     old, new = fence_of(store, 1), fence_of(store, 2)

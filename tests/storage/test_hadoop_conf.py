@@ -107,6 +107,7 @@ def test_settings_become_options_again(scheme: str, options: dict[str, Any], exp
 
 
 @pytest.mark.parametrize(("scheme", "options", "expected"), CASES)
+@pytest.mark.security
 def test_every_secret_value_is_under_a_masked_key(
     scheme: str, options: dict[str, Any], expected: dict[str, str]
 ) -> None:

@@ -62,6 +62,7 @@ def test_a_webhdfs_url_that_is_not_http_is_refused() -> None:
 
 
 @pytest.mark.hadoop
+@pytest.mark.security
 def test_concurrent_exclusive_creates_on_hdfs_let_exactly_one_win(hadoop_cluster: object) -> None:
     # The marker's create is a rename without overwrite: atomic at the NameNode, even at the same instant.
     options = {"webhdfs_url": hadoop_cluster.namenode_http_url}  # type: ignore[attr-defined]

@@ -36,6 +36,7 @@ def _by(kind: str) -> Any:
     return getattr(By, kind)
 
 
+@pytest.mark.security
 def test_api_answers_only_users_who_may_read_the_dag(sized_runs: list[str], api_server: Server) -> None:
     run_path = f"/finegrained/api/dags/{DAG_ID}/runs/{quote(sized_runs[-1], safe='')}"
     history_path = f"/finegrained/api/dags/{DAG_ID}/history"

@@ -104,6 +104,7 @@ def test_svg_has_stages_regions_and_labelled_edges() -> None:
     assert "P=4" in svg
 
 
+@pytest.mark.security
 def test_names_are_escaped() -> None:
     svg = graph_svg(plan({"r<1>": ["a&b"]}, []))
     ET.fromstring(svg)  # well-formed

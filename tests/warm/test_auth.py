@@ -59,6 +59,7 @@ def test_split_token(url: str, public: str, token: str | None) -> None:
     assert split_token(url) == (public, token)
 
 
+@pytest.mark.security
 def test_the_token_file_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
     old = os.umask(0)  # the widest umask: the file must still be 0600
     try:
@@ -72,6 +73,7 @@ def test_the_token_file_is_created_readable_by_its_owner_only(tmp_path: Path) ->
     assert len(new_token()) >= 43 and new_token() != new_token()
 
 
+@pytest.mark.security
 def test_the_token_is_in_no_repr_and_no_pool_state(tmp_path: Path) -> None:
     write_token(str(tmp_path), TOKEN)
     pool = pool_from_state(str(tmp_path), {"url": "sc://127.0.0.1:1", "started_at": 1.0})
@@ -80,6 +82,7 @@ def test_the_token_is_in_no_repr_and_no_pool_state(tmp_path: Path) -> None:
     assert pool == WarmPool("sc://127.0.0.1:1", str(tmp_path), None, None, None, 1.0)
 
 
+@pytest.mark.security
 def test_secret_spark_settings_stay_off_the_server_command(tmp_path: Path) -> None:
     from airflow_provider_finegrained.warm import pool_shape
 
@@ -109,6 +112,7 @@ S3_OPTIONS = {
 }
 
 
+@pytest.mark.security
 def test_the_storage_connections_credentials_reach_the_server_secrets_through_its_properties_file(
     tmp_path: Path,
 ) -> None:
@@ -130,6 +134,7 @@ def test_the_storage_connections_credentials_reach_the_server_secrets_through_it
     assert secret["spark.hadoop.fs.s3a.access.key"] == "access-key-id"
 
 
+@pytest.mark.security
 def test_the_pools_storage_identity_tells_credentials_apart_and_holds_none_of_them(tmp_path: Path) -> None:
     local = ConnectionSettings.embedded_default(airflow_home=str(tmp_path))
     assert storage_identity(local, storage_spark_conf(local, {}), TOKEN) is None
@@ -166,6 +171,7 @@ def test_warm_pool_conn_setting_is_checked(tmp_path: Path, value: str, error: st
     assert settings.warm_pool == "conn:my_pool"
 
 
+@pytest.mark.security
 def test_the_warm_launcher_registers_the_pools_token_with_airflows_masker(tmp_path: Path) -> None:
     from airflow.sdk._shared.secrets_masker import _secrets_masker
 

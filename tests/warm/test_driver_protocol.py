@@ -106,6 +106,7 @@ def test_the_reader_refuses_an_endless_frame_and_returns_none_at_a_clean_end() -
         ({"storage_options": "key=secret"}, "storage_options is not an object"),
     ],
 )
+@pytest.mark.security
 def test_a_bad_request_is_refused_naming_what_is_wrong_and_never_the_token(changes: dict[str, Any], error: str) -> None:
     with pytest.raises(DriverProtocolError, match=error) as refused:
         parse_request(request(**changes), TOKEN)
@@ -254,6 +255,7 @@ serve(sys.argv[1], "sc://127.0.0.1:1", sys.stdin.readline().strip())
 """
 
 
+@pytest.mark.security
 def test_the_driver_socket_is_owner_only_and_refuses_a_wrong_token_or_job(tmp_path: Path) -> None:
     folder = str(tmp_path)
     server = subprocess.Popen([sys.executable, "-c", SERVE, folder], stdin=subprocess.PIPE, stdout=subprocess.PIPE)

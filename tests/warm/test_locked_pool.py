@@ -41,6 +41,7 @@ def count(url: str) -> int:
             spark.stop()
 
 
+@pytest.mark.security
 def test_a_client_without_the_token_or_with_a_wrong_one_is_refused(shared_pool: WarmPool) -> None:
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
@@ -52,6 +53,7 @@ def test_a_client_without_the_token_or_with_a_wrong_one_is_refused(shared_pool: 
     assert count(client_url(shared_pool.url, shared_pool.token)) == 3
 
 
+@pytest.mark.security
 def test_the_health_check_needs_the_token_and_never_shows_it(shared_pool: WarmPool) -> None:
     assert shared_pool.token
     with pytest.raises(WarmPoolUnavailable, match="UNAUTHENTICATED") as refused:
@@ -67,6 +69,7 @@ def cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+@pytest.mark.security
 def test_the_token_and_secret_settings_are_on_no_command_line_and_in_no_shared_file(shared_pool: WarmPool) -> None:
     assert shared_pool.folder is not None and shared_pool.token
     info = status(shared_pool.folder)
@@ -186,6 +189,7 @@ def test_a_killed_regions_job_is_cancelled_by_the_pool_within_seconds(shared_poo
     check_health(shared_pool.url, token=shared_pool.token)
 
 
+@pytest.mark.security
 def test_an_external_server_named_by_a_connection_gets_its_token_from_the_password(
     shared_pool: WarmPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,6 +234,7 @@ def test_a_frozen_regions_lease_expires_without_heartbeat_and_its_job_is_cancell
         assert os.listdir(Path(shared_pool.folder) / "leases") == []
 
 
+@pytest.mark.security
 def test_an_idle_pool_without_a_token_is_replaced_by_a_locked_one(shared_pool: WarmPool, tmp_path: Path) -> None:
     # Last in this module: it replaces the shared pool (the fixture stops whatever runs in the folder).
     from airflow_provider_finegrained.warm import ensure_started
