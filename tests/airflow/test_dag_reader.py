@@ -270,6 +270,7 @@ BAD_OUTPUT_PATHS = {
 }
 
 
+@pytest.mark.security
 @pytest.mark.parametrize("name", sorted(BAD_OUTPUT_PATHS))
 def test_a_literal_output_path_outside_the_users_part_of_the_root_is_an_import_error(name: str, tmp_path: Path) -> None:
     path, message = BAD_OUTPUT_PATHS[name]
@@ -292,6 +293,7 @@ def test_a_literal_output_path_outside_the_users_part_of_the_root_is_an_import_e
     assert "allowed: a folder below the storage root" in error and "leave output_path unset" in error
 
 
+@pytest.mark.security
 @pytest.mark.parametrize("path", ["exports/orders", "/data/lake/exports/orders", "s3://lake/x", "out/{{ ds }}"])
 def test_a_plain_subfolder_an_absolute_path_or_a_template_passes_the_parse(path: str) -> None:
     # Absolute paths are judged against the storage root and templates once rendered, when the stage runs.
@@ -302,6 +304,7 @@ def test_a_plain_subfolder_an_absolute_path_or_a_template_passes_the_parse(path:
     assert set(read_dag(dag).stages) == {"hello"}
 
 
+@pytest.mark.security
 @pytest.mark.parametrize("name", ["_history", "_regions"])
 def test_a_dag_or_a_stage_named_like_a_reserved_folder_is_refused(name: str) -> None:
     with DAG(name, schedule=None, start_date=START) as dag:

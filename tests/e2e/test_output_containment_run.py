@@ -14,7 +14,7 @@ import pytest
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from tests.e2e.conftest import load_dag, write_dag_file
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.security]
 
 DAG_TEXT = """
 import pendulum

@@ -132,6 +132,7 @@ def _another_dags_run(root: str, storage_options: dict[str, object] | None = Non
         ("_regions", "is inside '_regions', a folder the provider reserves"),
     ],
 )
+@pytest.mark.security
 def test_a_rendered_output_path_outside_the_users_part_of_the_root_is_refused(
     tmp_path: Path, output_path: str, reason: str
 ) -> None:
@@ -146,12 +147,14 @@ def test_a_rendered_output_path_outside_the_users_part_of_the_root_is_refused(
     assert reason in message and ALLOWED in message
 
 
+@pytest.mark.security
 def test_an_empty_rendered_output_path_is_refused_not_taken_for_unset(tmp_path: Path) -> None:
     folder = RegionFolder(str(tmp_path), "dag", "run-1", "region-1", 1)
     with pytest.raises(ValueError, match=r"stage 'a': output_path '' is the storage root itself"):
         folder.output_location("a", "")
 
 
+@pytest.mark.security
 def test_a_symlink_into_another_dags_folder_is_judged_where_it_leads(tmp_path: Path) -> None:
     _another_dags_run(str(tmp_path))
     (tmp_path / "exports").symlink_to(tmp_path / "t_hello")
@@ -160,6 +163,7 @@ def test_a_symlink_into_another_dags_folder_is_judged_where_it_leads(tmp_path: P
         folder.output_location("a", "exports/orders")
 
 
+@pytest.mark.security
 def test_plain_subfolders_inside_the_root_are_allowed_output_paths(tmp_path: Path) -> None:
     root = str(tmp_path)
     _another_dags_run(root)
@@ -170,6 +174,7 @@ def test_plain_subfolders_inside_the_root_are_allowed_output_paths(tmp_path: Pat
     assert folder.output_location("a", "t_hello_exports") == str(tmp_path / "t_hello_exports")
 
 
+@pytest.mark.security
 def test_on_an_object_store_url_the_same_rule_holds() -> None:
     root = "memory://fg-contained"
     _another_dags_run(root, {})

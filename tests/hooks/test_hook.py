@@ -308,6 +308,7 @@ def test_java_check_without_the_spark_module(tmp_path: Path) -> None:
 # A malformed AIRFLOW_CONN_* variable must never silently become local Spark (issue 34, item 4).
 
 
+@pytest.mark.security
 @pytest.mark.parametrize("value", ["local[4]", "spark-master-7077", "hunter2-the-password"])
 def test_an_env_connection_without_a_conn_type_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     # Airflow parses a bare "local[4]" as a URI with an empty scheme: no conn_type, no host.
@@ -324,12 +325,14 @@ def test_an_env_connection_without_a_conn_type_is_refused(monkeypatch: pytest.Mo
     assert not hook.used_embedded_default
 
 
+@pytest.mark.security
 def test_a_stored_connection_without_a_conn_type_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     set_connection(monkeypatch, "fg_untyped", conn_type="", host="local[2]")
     with pytest.raises(ConnectionSettingsError, match="connection 'fg_untyped' has no conn_type; conn_type must be"):
         FineGrainedSparkHook("fg_untyped").get_settings()
 
 
+@pytest.mark.security
 @pytest.mark.parametrize("conn_id", ["finegrained_spark_default", "fg_broken"])
 def test_an_env_connection_airflow_cannot_read_is_an_error_not_the_embedded_default(
     monkeypatch: pytest.MonkeyPatch, conn_id: str
@@ -347,12 +350,14 @@ def test_an_env_connection_airflow_cannot_read_is_an_error_not_the_embedded_defa
     assert not hook.used_embedded_default
 
 
+@pytest.mark.security
 def test_an_empty_env_variable_is_unset_as_airflow_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_FINEGRAINED_SPARK_DEFAULT", "")
     hook = FineGrainedSparkHook()
     assert hook.get_settings().is_local and hook.used_embedded_default
 
 
+@pytest.mark.security
 def test_both_forms_the_errors_suggest_are_read_as_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_provider_finegrained.hooks.finegrained_spark import connection_forms
 

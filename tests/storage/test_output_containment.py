@@ -22,6 +22,8 @@ from airflow_provider_finegrained.storage.locations import (
 from airflow_provider_finegrained.storage.probe import PROBE_PREFIX
 from airflow_provider_finegrained.warm.pool import WARM_FOLDER
 
+pytestmark = pytest.mark.security
+
 DAG = "t_other"
 ROOT_ITSELF = "is the storage root itself"
 OUTSIDE = "is outside the storage root"
