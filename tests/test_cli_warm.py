@@ -12,6 +12,8 @@ from airflow_provider_finegrained.cli import warm as warm_cli
 from airflow_provider_finegrained.cli.main import main
 from airflow_provider_finegrained.warm import WarmPool
 
+pytestmark = pytest.mark.security
+
 TOKEN = "tok-3f9Q_secret"
 
 

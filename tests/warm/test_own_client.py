@@ -21,7 +21,7 @@ from airflow_provider_finegrained import warm
 from airflow_provider_finegrained.warm.auth import TOKEN_ENV, TOKEN_FILE
 from tests.conftest import REPO, embedded_settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.security]
 
 CLIENT_WAIT_S = 120.0
 """The bound on a client's run (a pyspark import and one session): a client that hangs fails the test."""

@@ -22,6 +22,8 @@ from airflow_provider_finegrained.warm.pool import hold_localhost, localhost_add
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
 
+pytestmark = pytest.mark.security
+
 TOKEN = "the-pools-token"
 METHOD = "/finegrained.Test/Who"
 
