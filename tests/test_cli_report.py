@@ -39,7 +39,7 @@ def test_the_report_shows_the_learned_factor_beside_the_rule() -> None:
     text = format_report("tpch", "run-1", {"q3_join": {"trace": trace, "output": {"total_bytes": 1024}}})
     header, _, row = text.splitlines()[1:]
     assert header.split() == [
-        "stage", "region", "input", "decided", "rule", "learned", "ran", "with", "executors", "memory", "output"
+        "stage", "region", "input", "decided", "rule", "learned", "planned", "executors", "memory", "output"
     ]  # fmt: skip
     assert "bytes x learned expansion 0.31 (5 runs) / avg_bytes_per_task  work 0.31, memory 2.4 (5 runs)" in row
     assert row.startswith("q3_join  region-2  2.0 KiB") and row.endswith("1.0 KiB")

@@ -1,4 +1,4 @@
-"""``finegrained report DAG_ID``: what each stage of a DAG run consumed, decided and ran with.
+"""``finegrained report DAG_ID``: what each stage of a DAG run consumed, decided and was planned to run with.
 
 Reads the stages' decision traces and outputs from XCom in the Airflow metadata database, so it
 runs where the database is reachable (after ``airflow dags test``, on a scheduler host, ...).
@@ -68,7 +68,7 @@ def learned_text(trace: Mapping[str, Any]) -> str:
 
 def format_report(dag_id: str, run_id: str, results: Mapping[str, Mapping[str, Any]]) -> str:
     """The report's table: one row per stage, in the order the stages ran."""
-    header = ("stage", "region", "input", "decided", "rule", "learned", "ran with", "executors", "memory", "output")
+    header = ("stage", "region", "input", "decided", "rule", "learned", "planned", "executors", "memory", "output")
     rows = []
     for stage, result in results.items():
         trace = result.get("trace", {})

@@ -91,7 +91,7 @@ class StageRow:
         return "–" if self.decided_parallelism is None else str(self.decided_parallelism)
 
     @property
-    def ran_with_text(self) -> str:
+    def planned_text(self) -> str:
         if self.parallelism is None:
             return "–"
         return f"{self.parallelism} tasks in {self.waves or 0} wave(s)"

@@ -85,7 +85,7 @@ def run_page(view: RunView, base: str, task_id: str | None = None) -> str:
         "input",
         "decided parallelism",
         "learned from history",
-        "ran with",
+        "planned tasks",
         "executors",
         "executor memory",
         "memory fraction",
@@ -117,7 +117,7 @@ def _run_row(row: StageRow, highlight: bool) -> str:
     decided = escape(row.decided_text)
     if row.rule:
         decided += f"<div class='rule'>{escape(row.rule)}</div>"
-    ran_with = escape(row.ran_with_text) + "".join(f"<div class='rule'>{escape(n)}</div>" for n in row.sizing_notes)
+    planned = escape(row.planned_text) + "".join(f"<div class='rule'>{escape(n)}</div>" for n in row.sizing_notes)
     where = f" · runs in {row.runs_in}'s Spark jobs" if row.runs_in else ""
     capacity = "–"
     if row.capacity_outcome:
@@ -138,7 +138,7 @@ def _run_row(row: StageRow, highlight: bool) -> str:
         f"<td class='num{gap(row.input_text)}' title='{escape(inputs)}'>{escape(row.input_text)}</td>"
         f"<td class='decided{gap(row.decided_text)}'>{decided}</td>"
         + cell(row.learned_text, "learned")
-        + f"<td class='ran{gap(row.ran_with_text)}'>{ran_with}</td>"
+        + f"<td class='ran{gap(row.planned_text)}'>{planned}</td>"
         + cell(row.executors_text)
         + cell(row.memory_text)
         + cell(row.fraction_text, "num")

@@ -71,7 +71,7 @@ def test_regions_run_warm_in_one_pool_with_a_session_per_stage(warm_pool_folder:
     first_id, states, first = run("warm_hello", HELLO)
     assert set(states.values()) == {"success"}, states
     pool = warm.status(warm_pool_folder)
-    assert pool is not None and pool["url"].startswith("sc://127.0.0.1:")
+    assert pool is not None and pool["url"].startswith("sc://localhost:")
     for stage, result in first.items():
         execution = result["trace"]["execution"]
         assert execution["mode"] == "warm", (stage, execution)

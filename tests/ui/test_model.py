@@ -36,7 +36,7 @@ def test_a_full_row_reads_every_field() -> None:
     t = trace("s", {"a": 10}, 4, waves=2, parallelism=8, executors=2, executor_cores=4, memory_fraction=0.5)
     row = stage_row("s", None, t, {"total_bytes": 2048, "in_memory_only": False}, "success")
     assert row.decided_text == "4" and row.rule == "bytes / avg_bytes_per_task"
-    assert row.ran_with_text == "8 tasks in 2 wave(s)"
+    assert row.planned_text == "8 tasks in 2 wave(s)"
     assert row.executors_text == "2 × 4 cores"
     assert row.memory_text == "2.0 GiB (+384.0 MiB)"
     assert row.fraction_text == "0.500"
@@ -63,7 +63,7 @@ def test_a_stage_without_trace_shows_dashes(
     row = stage_row("s", {"region": "region-3", "slot_sharing_group": "g", "memory_fraction": 0.25}, None, None, state)
     assert row.state == expected_state and not row.has_trace
     assert (row.region, row.slot_sharing_group) == ("region-3", "g")
-    texts = (row.input_text, row.decided_text, row.ran_with_text, row.executors_text, row.memory_text)
+    texts = (row.input_text, row.decided_text, row.planned_text, row.executors_text, row.memory_text)
     assert texts == ("–",) * 5
     assert (row.output_text, row.duration_text, row.application_id) == ("–", "–", "")
     # The plan still knows the stage's memory fraction.
