@@ -370,7 +370,7 @@ def _executor_bounds(settings: ConnectionSettings) -> tuple[int, int | None]:
 
 def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check]:
     from airflow_provider_finegrained.capacity.sources import CapacityUnavailable
-    from airflow_provider_finegrained.launchers.standalone.capacity import fetch_standalone_capacity
+    from airflow_provider_finegrained.launchers.standalone.capacity import fetch_standalone_capacity, webui_text
     from airflow_provider_finegrained.launchers.yarn.capacity import DEFAULT_QUEUE, fetch_yarn_capacity
 
     kind = settings.master_kind
@@ -390,7 +390,7 @@ def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check
         ]
     try:
         if kind == "standalone":
-            what = f"standalone master {settings.master}"
+            what = f"standalone master {settings.master} ({webui_text(settings)})"
             capacity = fetch_standalone_capacity(settings.webui_json_urls(), timeout_s=WEBUI_TIMEOUT_S)
         else:
             what = "YARN ResourceManager"

@@ -196,7 +196,10 @@ def test_standalone_without_workers_standby_and_down(monkeypatch: pytest.MonkeyP
     down = closed_port_url().removesuffix("/json/")
     ok, message = test_connection(monkeypatch, MASTER, total_cores=2, master_webui_url=down)
     assert not ok
-    assert f"master FAILED: standalone master {MASTER} is not reachable: no standalone master answered" in message
+    assert (
+        f"master FAILED: standalone master {MASTER} (the master's web UI at {down}) is not reachable: "
+        "no standalone master answered"
+    ) in message
     assert f"{down}/json/" in message
 
 
