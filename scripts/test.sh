@@ -14,4 +14,8 @@ mypy
 echo "== pytest"
 bash scripts/install_browser.sh
 python -m tests.jvm_start  # a class-data archive for the tests' Spark JVMs (tests/jvm_start.py)
+if [ "$#" -eq 0 ]; then
+    echo "== security trial matrix, short form (docs/security.md)"
+    python -m pytest -q -m "security and not slow and not hadoop"
+fi
 python -m pytest "$@"

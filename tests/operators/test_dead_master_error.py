@@ -63,6 +63,8 @@ with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz=
 """
 
 
+@pytest.mark.slow  # a dag.test() that retries its capacity read
+@pytest.mark.security
 @pytest.mark.skipif(listening(8080), reason="something listens on 127.0.0.1:8080: the derived URL would answer")
 def test_a_dead_master_fails_naming_the_stage_and_the_assumed_web_ui_port(
     airflow_db: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
