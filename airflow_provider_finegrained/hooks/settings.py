@@ -93,6 +93,14 @@ _NO_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 # Reversed MRO is declaration order: cluster, storage, resources, parallelism, warm pool.
+_PLAIN_SETTING = re.compile(r"(?i)true|false|yes|no|on|off|none|null")
+
+
+def _plain_setting(value: str) -> bool:
+    """Whether a value is a boolean word: a switch, never a credential (a number may be a PIN: it is masked)."""
+    return _PLAIN_SETTING.fullmatch(value.strip()) is not None
+
+
 class ConnectionSettings(WarmPoolSettings, ParallelismSettings, ResourceSettings, StorageSettings, ClusterSettings):
     """Everything a ``finegrained_spark`` connection says: where Spark runs, its size, the planner's knobs.
 
@@ -136,8 +144,12 @@ class ConnectionSettings(WarmPoolSettings, ParallelismSettings, ResourceSettings
         )
 
     def secret_values(self) -> list[str]:
-        """Values to register with a log masker: secret Spark properties, URL passwords and URL tokens."""
-        values = [self.spark_conf[k] for k in sorted(self.secret_conf_keys) if self.spark_conf[k]]
+        """Values to register with a log masker: secret Spark properties, URL passwords and URL tokens.
+
+        Not a boolean word: Airflow's names match broadly (``...authorization.enabled``, ``...proxy.ssl``), and
+        masking ``false`` would blank that word in every log.
+        """
+        values = [v for k in sorted(self.secret_conf_keys) if (v := self.spark_conf[k]) and not _plain_setting(v)]
         for name in _URL_FIELDS:
             url = getattr(self, name)
             if isinstance(url, str):

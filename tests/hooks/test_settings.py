@@ -785,3 +785,18 @@ def test_bad_storage_conn_id_names_value_and_allowed(raw: Any, expected: str) ->
 )
 def test_storage_scheme(root: str, scheme: str) -> None:
     assert parse(storage_root=root).storage_scheme == scheme
+
+
+@pytest.mark.security
+def test_a_switch_under_a_secret_name_is_redacted_but_not_masked_in_every_log() -> None:
+    # Airflow's names match broadly: "authorization" makes this key secret; masking "false" would blank the
+    # word in every task log. A number stays masked: it may be a PIN.
+    settings = parse(
+        spark_conf={
+            "spark.hadoop.fs.s3a.authorization.enabled": "false",
+            "spark.executorEnv.API_PIN_PASSWD": "493021",
+            "spark.executorEnv.API_KEY": "APIKEY-555qrs",
+        }
+    )
+    assert settings.redacted()["spark_conf"]["spark.hadoop.fs.s3a.authorization.enabled"] == "***"
+    assert sorted(settings.secret_values()) == ["493021", "APIKEY-555qrs"]
