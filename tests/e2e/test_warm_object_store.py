@@ -12,49 +12,22 @@ from __future__ import annotations
 
 import json
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_finegrained.cli.report import stage_results
-from airflow_provider_finegrained.runtime.output import read_committed
-from airflow_provider_finegrained.storage import filesystem
 from tests.conftest import S3_BUCKET, S3_SECRET, embedded_settings, s3_options
-from tests.e2e.conftest import load_dag, write_dag_file
 from tests.warm.conftest import server_jvms, wait_until
+from tests.warm.remote_root import committed_rows, run_dag, write_raw
 
 pytestmark = pytest.mark.slow
 
 DAG_ID = "warm_on_s3"
 ACCESS_KEY = "moto-access-key"
 ROOT = f"s3://{S3_BUCKET}/warm-s3/fg"
-
-DAG_TEXT = """
-import pendulum
-from airflow.sdk import DAG
-from airflow_provider_finegrained.dags.declaration import ExternalDataset, Input
-from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
-
-def counts(spark, raw):
-    return raw.groupBy("k").count()
-
-def doubled(spark, counts):
-    return counts.selectExpr("k", "count * 2 AS doubled")
-
-def total(spark, doubled):
-    return doubled.selectExpr("sum(doubled) AS total")
-
-with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
-    c = Stage(task_id="counts", python_callable=counts, inputs={{"raw": ExternalDataset("{raw}")}})
-    d = Stage(task_id="doubled", python_callable=doubled, inputs={{"counts": Input(c, mode="pipelined")}})
-    Stage(task_id="total", python_callable=total, inputs={{"doubled": Input(d)}})
-"""
 
 
 @pytest.fixture
@@ -98,16 +71,6 @@ def warm_on_s3(
         assert server_jvms(folder) == []
 
 
-def _read(location: str, options: dict[str, Any]) -> list[dict[str, Any]]:
-    committed = read_committed(location, storage_options=options)
-    tables = []
-    for uri in committed.uris:
-        with filesystem.open_file(uri, "rb", options) as handle:
-            tables.append(pq.read_table(handle))
-    rows: list[dict[str, Any]] = pa.concat_tables(tables).to_pylist()
-    return rows
-
-
 def _files_text(folder: str) -> str:
     """Everything the pool's folder holds (state, logs, leases...), as text."""
     return "\n".join(
@@ -126,8 +89,7 @@ def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections
     folder = warm_on_s3
     options = s3_options(moto_endpoint)
     raw = f"{ROOT.rsplit('/', 1)[0]}/raw/part-0.parquet"
-    with filesystem.open_file(raw, "wb", options) as handle:
-        pq.write_table(pa.table({"k": [1, 2, 2, 3, 3, 3]}), handle)
+    write_raw(raw, options)
     settings = embedded_settings()
 
     # A pool in the same folder without the storage connection's credentials (fsspec's and S3A's defaults
@@ -156,8 +118,7 @@ def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections
                 raise DriverUnavailable("turned off by the test")
 
             monkeypatch.setattr(ReadyDriver, "connect", unavailable)
-        path = write_dag_file(f"{DAG_ID}.py", textwrap.dedent(DAG_TEXT.format(dag_id=DAG_ID, raw=raw)))
-        run = load_dag(path, DAG_ID).test()
+        run, results = run_dag(DAG_ID, raw)
         out = "".join(capfd.readouterr())
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         assert states == dict.fromkeys(("counts", "doubled", "total"), "success"), out[-4000:]
@@ -165,7 +126,6 @@ def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections
             assert "runs in the warm pool's ready region driver" in out
         else:
             assert "runs in this task process: turned off by the test" in out
-        results = stage_results(DAG_ID, run.run_id)[1]
         runs[carrier] = run.run_id
         for stage, result in results.items():
             execution = result["trace"]["execution"]
@@ -174,8 +134,12 @@ def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections
         doubled = results["doubled"]["output"]
         assert doubled["path"].startswith(f"{ROOT}/{DAG_ID}/"), doubled
         assert doubled["rows"] == 3 and doubled["total_bytes"] > 0, doubled
-        assert sorted((r["k"], r["doubled"]) for r in _read(doubled["path"], options)) == [(1, 2), (2, 4), (3, 6)]
-        assert _read(results["total"]["output"]["path"], options) == [{"total": 12}]
+        assert sorted((r["k"], r["doubled"]) for r in committed_rows(doubled["path"], options)) == [
+            (1, 2),
+            (2, 4),
+            (3, 6),
+        ]
+        assert committed_rows(results["total"]["output"]["path"], options) == [{"total": 12}]
         # The statuses the region wrote on S3 reached the tasks: Spark's task report of the stage.
         assert results["doubled"]["trace"]["spark_tasks"]["executors"] == ["driver"]
         assert S3_SECRET not in out

@@ -10,48 +10,21 @@ from __future__ import annotations
 
 import json
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_finegrained.cli.report import stage_results
-from airflow_provider_finegrained.runtime.output import read_committed
 from airflow_provider_finegrained.spark.hadoop_cluster import HadoopCluster
-from airflow_provider_finegrained.storage.filesystem import filesystem, write_bytes
 from tests.conftest import embedded_settings
-from tests.e2e.conftest import load_dag, write_dag_file
 from tests.warm.conftest import server_jvms, wait_until
+from tests.warm.remote_root import committed_rows, run_dag, write_raw
 
 pytestmark = [pytest.mark.slow, pytest.mark.hadoop]
 
 DAG_ID = "warm_on_hdfs"
-
-DAG_TEXT = """
-import pendulum
-from airflow.sdk import DAG
-from airflow_provider_finegrained.dags.declaration import ExternalDataset, Input
-from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
-
-def counts(spark, raw):
-    return raw.groupBy("k").count()
-
-def doubled(spark, counts):
-    return counts.selectExpr("k", "count * 2 AS doubled")
-
-def total(spark, doubled):
-    return doubled.selectExpr("sum(doubled) AS total")
-
-with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
-    c = Stage(task_id="counts", python_callable=counts, inputs={{"raw": ExternalDataset("{raw}")}})
-    d = Stage(task_id="doubled", python_callable=doubled, inputs={{"counts": Input(c, mode="pipelined")}})
-    Stage(task_id="total", python_callable=total, inputs={{"doubled": Input(d)}})
-"""
 
 
 @pytest.fixture
@@ -90,19 +63,6 @@ def warm_on_hdfs(
         assert server_jvms(folder) == []
 
 
-def _run(cluster: HadoopCluster, raw: str) -> tuple[Any, dict[str, dict[str, Any]], str]:
-    path = write_dag_file(f"{DAG_ID}.py", textwrap.dedent(DAG_TEXT.format(dag_id=DAG_ID, raw=raw)))
-    run = load_dag(path, DAG_ID).test()
-    return run, stage_results(DAG_ID, run.run_id)[1], run.run_id
-
-
-def _read(cluster: HadoopCluster, location: str) -> pa.Table:
-    options = {"webhdfs_url": cluster.namenode_http_url}
-    committed = read_committed(location, storage_options=options)
-    fs, _ = filesystem(location, options)
-    return pa.concat_tables(pq.read_table(filesystem(uri, options)[1], filesystem=fs) for uri in committed.uris)
-
-
 def test_a_warm_region_reads_and_commits_an_hdfs_root(
     warm_on_hdfs: tuple[HadoopCluster, str], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -114,9 +74,7 @@ def test_a_warm_region_reads_and_commits_an_hdfs_root(
     cluster, folder = warm_on_hdfs
     options = {"webhdfs_url": cluster.namenode_http_url}
     raw = cluster.storage_root("/warm-hdfs/raw/part-0.parquet")
-    sink = pa.BufferOutputStream()
-    pq.write_table(pa.table({"k": [1, 2, 2, 3, 3, 3]}), sink)
-    write_bytes(raw, sink.getvalue().to_pybytes(), options)
+    write_raw(raw, options)
 
     # The pool as `airflow finegrained warm start` starts it (the connection's settings alone): the regions below
     # must find it the one they want, and its ready driver listening.
@@ -138,11 +96,11 @@ def test_a_warm_region_reads_and_commits_an_hdfs_root(
                 raise DriverUnavailable("turned off by the test")
 
             monkeypatch.setattr(ReadyDriver, "connect", unavailable)
-        run, results, run_id = _run(cluster, raw)
+        run, results = run_dag(DAG_ID, raw)
         out = "".join(capfd.readouterr())
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         assert states == dict.fromkeys(("counts", "doubled", "total"), "success"), out[-4000:]
-        runs[carrier] = run_id
+        runs[carrier] = run.run_id
         if carrier == "ready driver":
             assert "runs in the warm pool's ready region driver" in out
         else:
@@ -155,9 +113,9 @@ def test_a_warm_region_reads_and_commits_an_hdfs_root(
         counts = results["doubled"]["output"]
         assert counts["path"].startswith(cluster.storage_root("/warm-hdfs/fg")), counts
         assert counts["rows"] == 3 and counts["total_bytes"] > 0, counts
-        doubled = _read(cluster, counts["path"]).to_pylist()
+        doubled = committed_rows(counts["path"], options)
         assert sorted((r["k"], r["doubled"]) for r in doubled) == [(1, 2), (2, 4), (3, 6)]
-        assert _read(cluster, results["total"]["output"]["path"]).to_pylist() == [{"total": 12}]
+        assert committed_rows(results["total"]["output"]["path"], options) == [{"total": 12}]
         assert results["counts"]["output"]["in_memory_only"] is True
         # The statuses the region wrote on HDFS reached the tasks: Spark's task report and the region's log.
         assert results["doubled"]["trace"]["spark_tasks"]["executors"] == ["driver"]
