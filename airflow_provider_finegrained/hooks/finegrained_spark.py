@@ -390,14 +390,15 @@ def _master_checks(settings: ConnectionSettings, least_slots: int) -> list[Check
         ]
     try:
         if kind == "standalone":
-            what = f"standalone master {settings.master} ({webui_text(settings)})"
+            what = f"standalone master {settings.master}"
+            asked = f" ({webui_text(settings)})"
             capacity = fetch_standalone_capacity(settings.webui_json_urls(), timeout_s=WEBUI_TIMEOUT_S)
         else:
-            what = "YARN ResourceManager"
+            what, asked = "YARN ResourceManager", ""
             queue = str(settings.spark_conf.get("spark.yarn.queue") or DEFAULT_QUEUE)
             capacity = fetch_yarn_capacity(str(settings.yarn_resourcemanager_url), WEBUI_TIMEOUT_S, queue=queue)
     except CapacityUnavailable as exc:
-        return [Check("master", False, f"{what} is not reachable: {exc}")]
+        return [Check("master", False, f"{what}{asked} is not reachable: {exc}")]
     # A standalone master books spark.executor.memory against a worker; YARN containers hold the overhead too.
     overhead = 0 if kind == "standalone" else _overhead(settings.executor_memory)
     return [_reachable_check(what, capacity), _fit_check(settings, capacity, overhead, least_slots)]
