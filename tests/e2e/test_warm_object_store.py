@@ -14,14 +14,13 @@ import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
 from tests.conftest import S3_BUCKET, S3_SECRET, embedded_settings, s3_options
 from tests.warm.conftest import server_jvms, wait_until
-from tests.warm.remote_root import committed_rows, run_dag, write_raw
+from tests.warm.remote_root import CARRIERS, assert_committed, run_in, write_raw
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +82,6 @@ def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections
     warm_on_s3: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from airflow_provider_finegrained import warm
-    from airflow_provider_finegrained.warm.driver_client import DriverUnavailable, ReadyDriver
     from airflow_provider_finegrained.warm.driver_protocol import SOCKET_NAME
 
     folder = warm_on_s3
@@ -111,37 +109,14 @@ def test_a_warm_region_reads_and_commits_an_s3_root_with_the_storage_connections
     assert "--properties-file" in command
 
     runs = {}
-    for carrier in ("ready driver", "task process"):
-        if carrier == "task process":
-
-            def unavailable(pool: Any, timeout_s: float = 5.0) -> ReadyDriver:
-                raise DriverUnavailable("turned off by the test")
-
-            monkeypatch.setattr(ReadyDriver, "connect", unavailable)
-        run, results = run_dag(DAG_ID, raw)
-        out = "".join(capfd.readouterr())
-        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-        assert states == dict.fromkeys(("counts", "doubled", "total"), "success"), out[-4000:]
-        if carrier == "ready driver":
-            assert "runs in the warm pool's ready region driver" in out
-        else:
-            assert "runs in this task process: turned off by the test" in out
+    for carrier in CARRIERS:
+        run, results, out = run_in(carrier, DAG_ID, raw, monkeypatch, capfd)
         runs[carrier] = run.run_id
         for stage, result in results.items():
             execution = result["trace"]["execution"]
             # The pool started above, reused: the regions asked for the same credentials.
             assert execution["mode"] == "warm" and execution["pool"] == pool.url, (stage, execution)
-        doubled = results["doubled"]["output"]
-        assert doubled["path"].startswith(f"{ROOT}/{DAG_ID}/"), doubled
-        assert doubled["rows"] == 3 and doubled["total_bytes"] > 0, doubled
-        assert sorted((r["k"], r["doubled"]) for r in committed_rows(doubled["path"], options)) == [
-            (1, 2),
-            (2, 4),
-            (3, 6),
-        ]
-        assert committed_rows(results["total"]["output"]["path"], options) == [{"total": 12}]
-        # The statuses the region wrote on S3 reached the tasks: Spark's task report of the stage.
-        assert results["doubled"]["trace"]["spark_tasks"]["executors"] == ["driver"]
+        assert_committed(results, f"{ROOT}/{DAG_ID}/", options)
         assert S3_SECRET not in out
         assert S3_SECRET not in json.dumps(results, default=str)
     assert runs["ready driver"] != runs["task process"]

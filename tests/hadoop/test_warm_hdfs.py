@@ -12,7 +12,6 @@ import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from airflow_provider_finegrained.spark.hadoop_cluster import HadoopCluster
 from tests.conftest import embedded_settings
 from tests.warm.conftest import server_jvms, wait_until
-from tests.warm.remote_root import committed_rows, run_dag, write_raw
+from tests.warm.remote_root import CARRIERS, assert_committed, run_in, write_raw
 
 pytestmark = [pytest.mark.slow, pytest.mark.hadoop]
 
@@ -68,7 +67,6 @@ def test_a_warm_region_reads_and_commits_an_hdfs_root(
 ) -> None:
     from airflow_provider_finegrained import warm
     from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
-    from airflow_provider_finegrained.warm.driver_client import DriverUnavailable, ReadyDriver
     from airflow_provider_finegrained.warm.driver_protocol import SOCKET_NAME
 
     cluster, folder = warm_on_hdfs
@@ -89,36 +87,16 @@ def test_a_warm_region_reads_and_commits_an_hdfs_root(
     assert f"spark.hadoop.dfs.namenode.http-address={address}" in psutil.Process(server).cmdline()
 
     runs = {}
-    for carrier in ("ready driver", "task process"):
-        if carrier == "task process":
-            # The region runs where the ready driver would have: this process, which loads the job itself.
-            def unavailable(pool: Any, timeout_s: float = 5.0) -> ReadyDriver:
-                raise DriverUnavailable("turned off by the test")
-
-            monkeypatch.setattr(ReadyDriver, "connect", unavailable)
-        run, results = run_dag(DAG_ID, raw)
-        out = "".join(capfd.readouterr())
-        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-        assert states == dict.fromkeys(("counts", "doubled", "total"), "success"), out[-4000:]
+    for carrier in CARRIERS:
+        run, results, _ = run_in(carrier, DAG_ID, raw, monkeypatch, capfd)
         runs[carrier] = run.run_id
-        if carrier == "ready driver":
-            assert "runs in the warm pool's ready region driver" in out
-        else:
-            assert "Region region-1 runs in this task process: turned off by the test" in out
         for stage, result in results.items():
             execution = result["trace"]["execution"]
             assert execution["mode"] == "warm" and execution["pool"] == pool.url, (stage, execution)
             assert result["trace"]["application_id"] == pool.application_id
         # The outputs are committed on HDFS; the markers read back over WebHDFS with the connection's options.
-        counts = results["doubled"]["output"]
-        assert counts["path"].startswith(cluster.storage_root("/warm-hdfs/fg")), counts
-        assert counts["rows"] == 3 and counts["total_bytes"] > 0, counts
-        doubled = committed_rows(counts["path"], options)
-        assert sorted((r["k"], r["doubled"]) for r in doubled) == [(1, 2), (2, 4), (3, 6)]
-        assert committed_rows(results["total"]["output"]["path"], options) == [{"total": 12}]
+        assert_committed(results, cluster.storage_root("/warm-hdfs/fg"), options)
         assert results["counts"]["output"]["in_memory_only"] is True
-        # The statuses the region wrote on HDFS reached the tasks: Spark's task report and the region's log.
-        assert results["doubled"]["trace"]["spark_tasks"]["executors"] == ["driver"]
     assert runs["ready driver"] != runs["task process"]
     # Both runs in the one pool started above.
     state = warm.status(folder)

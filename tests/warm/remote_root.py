@@ -59,3 +59,40 @@ def committed_rows(location: str, options: dict[str, Any]) -> list[dict[str, Any
             tables.append(pq.read_table(handle))
     rows: list[dict[str, Any]] = pa.concat_tables(tables).to_pylist()
     return rows
+
+
+CARRIERS = ("ready driver", "task process")
+"""Where a warm region runs: the pool's ready region driver, or (the driver turned off) the task process."""
+
+
+def run_in(carrier: str, dag_id: str, raw: str, monkeypatch: Any, capfd: Any) -> tuple[Any, dict[str, Any], str]:
+    """Run the DAG with its region in ``carrier``; the run, its results and the task output, every stage a success."""
+    from airflow_provider_finegrained.warm.driver_client import DriverUnavailable, ReadyDriver
+
+    if carrier == "task process":
+        # The region runs where the ready driver would have: this process, which loads the job itself.
+        def unavailable(pool: Any, timeout_s: float = 5.0) -> ReadyDriver:
+            raise DriverUnavailable("turned off by the test")
+
+        monkeypatch.setattr(ReadyDriver, "connect", unavailable)
+    run, results = run_dag(dag_id, raw)
+    out = "".join(capfd.readouterr())
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == dict.fromkeys(("counts", "doubled", "total"), "success"), out[-4000:]
+    if carrier == "ready driver":
+        assert "runs in the warm pool's ready region driver" in out
+    else:
+        assert "Region region-1 runs in this task process: turned off by the test" in out
+    return run, results, out
+
+
+def assert_committed(results: dict[str, Any], root: str, options: dict[str, Any]) -> None:
+    """The outputs are committed under ``root`` and read back with ``options``; the statuses reached the tasks."""
+    doubled = results["doubled"]["output"]
+    assert doubled["path"].startswith(root), doubled
+    assert doubled["rows"] == 3 and doubled["total_bytes"] > 0, doubled
+    rows = committed_rows(doubled["path"], options)
+    assert sorted((r["k"], r["doubled"]) for r in rows) == [(1, 2), (2, 4), (3, 6)]
+    assert committed_rows(results["total"]["output"]["path"], options) == [{"total": 12}]
+    # Spark's task report of the stage, from the status the region wrote on the root.
+    assert results["doubled"]["trace"]["spark_tasks"]["executors"] == ["driver"]
