@@ -13,7 +13,6 @@ import logging
 import os
 import sys
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -86,26 +85,6 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _upload(local: Path, location: str, storage_options: StorageOptions) -> None:
-    """Copy ``local`` to ``location`` so that a reader sees it whole or not at all."""
-    fs, path = filesystem.filesystem(location, storage_options)
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if protocols & {"s3", "s3a", "gs", "gcs", "abfs", "az"}:
-        fs.put_file(str(local), path)  # an object appears only once its upload completes
-        return
-    temp = f"{path}.part-{uuid.uuid4().hex}"
-    try:
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        fs.put_file(str(local), temp)
-        if fs.exists(path):
-            return  # another worker shipped the same digest meanwhile: same content
-        fs.mv(temp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError, OSError):
-            if fs.exists(temp):
-                fs.rm_file(temp)
-
-
 def ship_environment(storage_root: str, storage_options: StorageOptions, cache: str) -> str:
     """The location of this environment's archive under ``storage_root``, packed and copied there if missing.
 
@@ -131,7 +110,7 @@ def ship_environment(storage_root: str, storage_options: StorageOptions, cache: 
                     size / 2**20,
                 )
         began = time.monotonic()
-        _upload(local, location, storage_options)
+        filesystem.upload_file(str(local), location, storage_options)
         log.info("Copied the Python environment %s to %s in %.1f s", digest, redact(location), time.monotonic() - began)
     _shipped.add(location)
     return location

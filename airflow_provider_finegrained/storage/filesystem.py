@@ -91,6 +91,30 @@ def write_bytes(location: str, data: bytes, storage_options: StorageOptions = No
     fs.pipe_file(path, data)
 
 
+def upload_file(local: str, location: str, storage_options: StorageOptions = None) -> None:
+    """Copy the local file ``local`` to ``location``, streamed, so that a reader sees it whole or not at all.
+
+    Where folders are real (local, HDFS) it goes to a temporary name beside it, then is renamed (unless the
+    name appeared meanwhile: another writer's copy of the same content wins); an object appears only once
+    its upload completes.
+    """
+    fs, path = filesystem(location, storage_options)
+    if not _folders_are_real(fs):
+        fs.put_file(local, path)
+        return
+    tmp = join(parent(path), f".{basename(path)}.tmp-{uuid.uuid4().hex}")
+    try:
+        fs.makedirs(parent(path), exist_ok=True)
+        fs.put_file(local, tmp)
+        _fresh(fs, path)
+        if not fs.exists(path):
+            fs.mv(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if fs.exists(tmp):
+                fs.rm_file(tmp)
+
+
 def create_exclusive(location: str, data: bytes, storage_options: StorageOptions = None) -> None:
     """Create the file at ``location`` with ``data``, FileExistsError if it exists: one creator wins.
 

@@ -21,6 +21,7 @@ from airflow_provider_finegrained.storage.filesystem import (
     remove,
     remove_empty_folder,
     reset_folder,
+    upload_file,
     write_bytes,
     write_json,
 )
@@ -35,6 +36,16 @@ def test_create_exclusive_lets_one_creator_win(store: Store) -> None:
         create_exclusive(target, b"second", store.options)
     assert read_bytes(target, store.options) == b"first"
     assert list_files(join(store.root, "x"), store.options) == {"_COMMITTED": 5}  # no temporary file left
+
+
+def test_upload_copies_a_local_file_whole_and_leaves_no_temporary(store: Store, tmp_path: Path) -> None:
+    local = tmp_path / "env.tar.gz"
+    local.write_bytes(b"packed" * 1000)
+    target = join(store.root, "_python", "d.tar.gz")
+    upload_file(str(local), target, store.options)
+    upload_file(str(local), target, store.options)  # again: the same content, already there
+    assert read_bytes(target, store.options) == local.read_bytes()
+    assert list_files(store.root, store.options) == {"_python/d.tar.gz": 6000}
 
 
 def test_write_replaces_whole_files_and_leaves_no_temporary(store: Store) -> None:
