@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
-from airflow_provider_finegrained.python_env.digest import editable_sources, installed, source_files
+from airflow_provider_finegrained.python_env.digest import editable_sources, installed, site_packages, source_files
 
 SKIPPED_FOLDERS = (os.path.join("pyspark", "jars"),)
 """Relative to site-packages: what the containers never load from Python (462 MB for pyspark 4.3)."""
@@ -66,7 +66,7 @@ def _members(prefix: Path) -> Iterator[tuple[Path, str]]:
     if (prefix / "lib64").is_symlink():
         yield prefix / "lib64", "lib64"
     dists = installed()
-    sites = sorted({Path(p) for p in _site_packages()})
+    sites = sorted({Path(p) for p in site_packages()})
     for site in sites:
         skip = {site / folder for folder in SKIPPED_FOLDERS} | _editable_hooks(dists, site)
         for path in _walk(site, skip):
@@ -76,12 +76,6 @@ def _members(prefix: Path) -> Iterator[tuple[Path, str]]:
         for root in editable_sources(dist):
             for path in source_files(root):
                 yield path, f"{target}/{path.relative_to(root.parent).as_posix()}"
-
-
-def _site_packages() -> list[str]:
-    from airflow_provider_finegrained.python_env.digest import site_packages
-
-    return site_packages()
 
 
 def pack_environment(target: str | os.PathLike[str]) -> int:
