@@ -73,13 +73,17 @@ def decide_region(
     config_for: Callable[[str], ParallelismConfig],
     profile: ClusterProfile,
     learned: Mapping[str, LearnedExpansion] | None = None,
+    ran_with: Mapping[str, int] | None = None,
 ) -> RegionDecision:
     """Decide parallelism and Spark sizing for every stage of ``region``, in region order.
 
     Stages of one forward group share one parallelism (FLIP-187): the first member to be decided
     decides for the group, within the intersection of every member's bounds (``config_for`` of each),
     and the others take its value, also after sizing moves it to even waves. A group already decided
-    in an earlier region (a forward edge from a stage outside this one) passes its value on.
+    in a region that ran earlier passes its value on: through a forward edge from a stage outside this
+    region (``StageInputs.upstream_parallelism``) or through any other member of the group that ran
+    (``ran_with``: the parallelism in the traces of :func:`forward_group_peers`), so a group whose
+    members sit in several regions is decided once, by whichever of them runs first.
 
     ``learned`` holds, per stage, an expansion learned from its past runs: a deciding stage decides
     from its non-broadcast bytes times the learned work factor, and its memory floor uses the learned
@@ -91,7 +95,7 @@ def decide_region(
     traces: dict[str, StageTrace] = {}
     demands: list[StageDemand] = []
     group_bounds: dict[int, GroupBounds | None] = {}
-    group_choice = _decided_upstream(plan, members, inputs)
+    group_choice = _decided_elsewhere(plan, members, inputs, ran_with or {})
     followers: dict[str, str] = {}
     """In-region stage -> the in-region stage that decided its forward group (whose sizing it copies)."""
     for name in members:
@@ -189,30 +193,30 @@ def decide_region(
         # the group's bounds); the rest of its forward group runs with the same count.
         # Its file scans follow the group's uncorrected count, as the decider's do (the same count
         # when no learned factor corrected the decider's shuffle side).
-        ran_with = sizing.stages[decider]
+        leader_sized = sizing.stages[decider]
         own = sizing.stages[name]
-        moved = ran_with.parallelism != own.parallelism
+        moved = leader_sized.parallelism != own.parallelism
         balance = own.balance
-        if ran_with.scan_tasks != own.scan_tasks:
+        if leader_sized.scan_tasks != own.scan_tasks:
             demand = next(d for d in demands if d.stage == name)
             balance = decide_balance(
                 demand.input_file_bytes,
-                ran_with.scan_tasks,
+                leader_sized.scan_tasks,
                 row_group_bytes=demand.input_row_group_bytes,
                 cores=sizing.slots * sizing.task_cpus,
                 slots=sizing.slots,
             )
         sizing.stages[name] = replace(
             own,
-            parallelism=ran_with.parallelism,
-            waves=ran_with.waves,
-            tasks_per_executor=ran_with.tasks_per_executor,
+            parallelism=leader_sized.parallelism,
+            waves=leader_sized.waves,
+            tasks_per_executor=leader_sized.tasks_per_executor,
             max_partition_bytes=(
-                balance.max_partition_bytes if balance else split_bytes(estimated_output[name], ran_with.scan_tasks)
+                balance.max_partition_bytes if balance else split_bytes(estimated_output[name], leader_sized.scan_tasks)
             ),
-            scan_parallelism=ran_with.scan_tasks,
+            scan_parallelism=leader_sized.scan_tasks,
             balance=balance,
-            notes=(*own.notes, _follow_note(decider, ran_with)) if moved else own.notes,
+            notes=(*own.notes, _follow_note(decider, leader_sized)) if moved else own.notes,
         )
     in_region_consumers, outside_consumers = _consumers(plan, members, in_region)
     # Where each decision reaches Spark: a stage that only hands its output over in memory runs inside
@@ -280,19 +284,41 @@ def _bound_setters(bounds: GroupBounds, config: ParallelismConfig) -> str:
     return f" (forward group bounds: {', '.join(parts)})" if parts else ""
 
 
-def _decided_upstream(
-    plan: DagPlan, members: Sequence[str], inputs: Mapping[str, StageInputs]
-) -> dict[int, tuple[str, int]]:
-    """Forward groups already decided outside the region: the producer and the parallelism it ran with."""
-    decided: dict[int, tuple[str, int]] = {}
+def forward_group_peers(plan: DagPlan, region: str) -> tuple[str, ...]:
+    """Stages outside ``region`` that share a forward group with one of its stages, in stage order.
+
+    A region that runs after one of them takes the group's parallelism from its recorded trace
+    (``decide_region``'s ``ran_with``) instead of deciding the group a second time.
+    """
+    members = plan.regions[region]
     in_region = set(members)
+    groups = sorted({plan.stages[name].forward_group for name in members})
+    return tuple(peer for g in groups for peer in plan.forward_groups[g] if peer not in in_region)
+
+
+def _decided_elsewhere(
+    plan: DagPlan, members: Sequence[str], inputs: Mapping[str, StageInputs], ran_with: Mapping[str, int]
+) -> dict[int, tuple[str, int]]:
+    """Forward groups already decided outside the region: the member that ran and its parallelism.
+
+    Any member outside the region that ran counts, not only a forward producer: members of one group
+    may sit in regions with no edge between them. When several ran (all with the group's value, unless
+    they ran under another rule before), the first in the group's order gives the value.
+    """
+    in_region = set(members)
+    known: dict[str, int] = {peer: value for peer, value in ran_with.items() if peer not in in_region}
     for name in members:
-        ran_with = inputs.get(name, StageInputs()).upstream_parallelism
+        by_input = inputs.get(name, StageInputs()).upstream_parallelism
         for exchange in plan.stages[name].inputs:
             if exchange.distribution is not Distribution.FORWARD or exchange.producer in in_region:
                 continue
-            if exchange.input_name in ran_with:
-                decided.setdefault(plan.stages[name].forward_group, (exchange.producer, ran_with[exchange.input_name]))
+            if exchange.input_name in by_input:
+                known.setdefault(exchange.producer, by_input[exchange.input_name])
+    decided: dict[int, tuple[str, int]] = {}
+    for group in sorted({plan.stages[name].forward_group for name in members}):
+        first = next((peer for peer in plan.forward_groups[group] if peer in known), None)
+        if first is not None:
+            decided[group] = (first, known[first])
     return decided
 
 
