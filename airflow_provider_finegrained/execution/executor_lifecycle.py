@@ -7,8 +7,11 @@ preliminary run: the provider used 45% of the core-seconds it reserved). So on a
 runs with dynamic allocation, bounded by the decision:
 
 - ``maxExecutors`` = the planned executors: the application never grows beyond what the capacity step
-  granted;
-- ``minExecutors`` = ``initialExecutors`` = the minimum-resources floor (0 without one): executors are
+  granted (a region the gate reduced is sized again on the granted executors, so planned is granted);
+- ``minExecutors`` = ``initialExecutors`` = the minimum-resources floor (0 without one), within the
+  planned executors: a minimum above what the region plans is never asked of Spark, since the capacity
+  gate admitted (and its ledger reserved) only the planned executors, and the region's own minimum at the
+  gate is already capped the same way (``capacity_gate.minimum_slots``); executors are
   asked for when the first job's tasks wait (``schedulerBacklogTimeout``, 1 s, then doubling each
   second up to the planned count), not when the application registers; Spark gives back executors down
   to the floor and grows again to the planned count while tasks are pending (the minimum-resources
@@ -69,7 +72,8 @@ _PREFIX = "spark.dynamicAllocation."
 def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_start: bool = False) -> dict[str, str]:
     """Dynamic-allocation settings of a region's application on a cluster; none in local mode.
 
-    ``bounds``: the connection's minimum and maximum resources. ``at_start`` (the connection's
+    ``bounds``: the connection's minimum and maximum resources; ``sizing``: the region as the capacity gate
+    admitted it (its ``executor_instances`` are never exceeded). ``at_start`` (the connection's
     ``executors_from="start"``): ask for every executor when the application starts, not at the first job.
     Raises ValueError (with the numbers) when the bounds cannot both hold in whole executors of the region's
     shape.
@@ -81,8 +85,10 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_sta
     )
     least, most = check_resource_stability(bounds, shape)
     planned = sizing.executor_instances
-    # The planned executors, raised to the minimum, capped by the maximum (never below the minimum).
-    ceiling = max(planned, least) if most is None else max(least, min(planned, most))
+    # The planned (= granted) executors, capped by the maximum; the minimum kept within them. Raising the
+    # count to the minimum would ask Spark for executors the capacity gate never admitted nor reserved.
+    ceiling = planned if most is None else min(planned, most)
+    least = min(least, ceiling)
     initial = ceiling if at_start else least
     return {
         f"{_PREFIX}enabled": "true",

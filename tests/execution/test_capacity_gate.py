@@ -170,3 +170,45 @@ def test_two_acquires_on_an_s3_root_do_not_take_the_same_cores(moto_endpoint: st
         assert acquire(second, request, "dag/run/b/try=1", "app-b").decision.executors == 2
     finally:
         remove(location, s3_options(moto_endpoint))
+
+
+# (min_slots, the region's data in 64 MiB tasks, free cores, expected: executors the gate admits, and the
+# min / initial / max executors asked of Spark), on 2-core executors of 4 GiB, by hand:
+# - 2 tasks plan 1 executor (2 slots); the gate's minimum is min(2, 8) = 2 slots: 1 executor admitted. The
+#   minimum's 8 slots are 4 executors, which used to become minExecutors = maxExecutors = 4 (3 never admitted).
+# - 8 tasks plan 4 executors; min_slots 8 is all of them: 4 admitted, 4 kept.
+# - 8 tasks, 4 free cores: 2 executors fit, and the minimum min(8, 4) = 4 slots holds: reduced to 2 executors,
+#   sized again on them; min_slots=4 keeps 2.
+MINIMUM_CASES = [
+    pytest.param(8, 2, 32, 1, (1, 1, 1), id="minimum-above-the-plan"),
+    pytest.param(8, 8, 32, 4, (4, 4, 4), id="minimum-equals-the-plan"),
+    pytest.param(4, 8, 4, 2, (2, 2, 2), id="reduced-grant-holds-the-minimum"),
+]
+
+
+@pytest.mark.parametrize(("min_slots", "tasks", "free_cores", "admitted", "asked"), MINIMUM_CASES)
+def test_minimum_resources_never_oversubscribe_what_the_gate_admitted(
+    min_slots: int, tasks: int, free_cores: int, admitted: int, asked: tuple[int, int, int]
+) -> None:
+    from airflow_provider_finegrained.execution.capacity_gate import region_request
+    from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf
+    from airflow_provider_finegrained.planning import ResourceBounds, StageDemand, size_region
+
+    profile = ClusterProfile(total_cores=32, total_memory=128 * GiB, executor_cores=2, executor_memory=4 * GiB)
+    demand = [StageDemand("s", tasks, consumed_bytes=tasks * 2**20)]
+    planned = size_region(demand, profile)
+    least = minimum_slots({"s": 1}, min_slots, planned.slots)
+    source = CapacitySource("declared", cores=free_cores, memory=128 * GiB, label="declared")
+    grant = acquire(source, region_request(planned, least), key="k", app_name="app")
+    assert grant.decision.executors == admitted
+    ran = (
+        planned
+        if admitted == planned.executor_instances
+        else size_region(demand, reduced_profile(profile, planned, admitted))
+    )
+    conf = executor_lifecycle_conf(ResourceBounds(min_slots=min_slots), ran)
+    da = "spark.dynamicAllocation."
+    got = tuple(int(conf[f"{da}{k}"]) for k in ("minExecutors", "initialExecutors", "maxExecutors"))
+    assert got == asked
+    assert max(got) <= grant.decision.executors
+    assert int(conf["spark.cores.max"]) <= grant.decision.executors * ran.executor_cores

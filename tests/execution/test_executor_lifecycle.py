@@ -46,8 +46,8 @@ def bounds_of(conf: dict[str, str]) -> tuple[int, int, int]:
 # (bounds, sizing, expected min, initial, max executors) worked by hand: without a minimum the region
 # keeps none and starts with none (its executors are asked for at the first job), never exceeding its
 # planned executors; a minimum needs ceil(min / per-executor) executors (slots are cores // task_cpus)
-# and starts with them; the maximum executors are the planned count, raised to the minimum, capped by
-# floor(max / per-executor).
+# and starts with them, within the planned count (what the capacity gate admitted); the maximum executors
+# are the planned count, capped by floor(max / per-executor).
 @pytest.mark.parametrize(
     ("bounds", "region", "expected"),
     [
@@ -56,10 +56,11 @@ def bounds_of(conf: dict[str, str]) -> tuple[int, int, int]:
         pytest.param(ResourceBounds(max_slots=4), sizing(2), (0, 0, 2), id="only-a-maximum-above-planned"),
         pytest.param(ResourceBounds(max_slots=4), sizing(3), (0, 0, 2), id="only-a-maximum-caps-planned"),
         pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 2, 3), id="min-below-planned"),
-        pytest.param(ResourceBounds(min_slots=6), sizing(2), (3, 3, 3), id="min-above-planned-raises-max"),
+        pytest.param(ResourceBounds(min_slots=6), sizing(2), (2, 2, 2), id="min-above-planned-kept-within-it"),
         pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 3, 4), id="max-caps-planned"),
         pytest.param(ResourceBounds(min_slots=1), sizing(1, cores=4, task_cpus=2), (1, 1, 1), id="two-cpu-tasks"),
-        pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(1), (3, 3, 3), id="memory-minimum-10g-over-4g"),
+        pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(1), (1, 1, 1), id="memory-minimum-10g-over-4g"),
+        pytest.param(ResourceBounds(min_memory=10 * GiB), sizing(4), (3, 3, 4), id="memory-minimum-within-planned"),
         pytest.param(ResourceBounds(min_cpu=3, max_cpu=8), sizing(6), (2, 2, 4), id="cpu-bounds"),
     ],
 )
