@@ -124,6 +124,8 @@ def decide_region(
         if corrected and expansion:
             rule = expansion.rule if rule == "bytes / avg_bytes_per_task" else f"{rule} ({expansion.rule})"
             scan_parallelism = explain_parallelism(consumed, deciding_config).parallelism
+        if decision.notes:  # the normalization that gave the number is part of its rule
+            rule = f"{rule}; {'; '.join(decision.notes)}"
         low, high = (config.min_parallelism, config.max_parallelism) if bounds is None else (bounds.low, bounds.high)
         leads = False
         if stage.fixed_parallelism is not None:
@@ -164,6 +166,8 @@ def decide_region(
                 input_file_bytes=file_bytes,
                 input_row_group_bytes=_scanned_row_group_bytes(plan, name, stage_inputs, in_region),
                 scan_parallelism=scan_parallelism if leads else None,
+                # A source's default is taken as given, not normalized; a decision from bytes is a power of two.
+                power_of_two=leads and bool(consumed) and deciding_config.normalize == "power_of_two",
             )
         )
         traces[name] = StageTrace(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_finegrained.planning.balance import SPARK_OPEN_COST_BYTES, InputBalance, decide_balance, spread
+from airflow_provider_finegrained.planning.parallelism import _pow2_ceil, _pow2_floor
 from airflow_provider_finegrained.planning.resources import ResourceSpec, check_specs_not_mixed
 from airflow_provider_finegrained.planning.units import parse_bytes
 
@@ -93,6 +94,9 @@ class StageDemand:
     scan_parallelism: int | None = None
     """The parallelism its bytes on disk alone give, for the file scans' split size; None: ``parallelism``.
     Differs from ``parallelism`` when a learned work factor corrected the shuffle side only."""
+    power_of_two: bool = False
+    """Decided with ``normalize="power_of_two"``: sizing keeps it a power of two (the memory floor raises it to
+    the next one; even waves, which would leave it, do not apply)."""
 
     def __post_init__(self) -> None:
         for name in ("parallelism", "scan_parallelism", "input_row_group_bytes"):
@@ -243,10 +247,20 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
         if not stage.fixed:
             low = max(stage.min_parallelism, one.floor)
             balanced = even_waves(parallelism, slots, low, stage.max_parallelism)
-            if balanced != parallelism:
+            if balanced != parallelism and stage.power_of_two:
+                # The stated rule wins: a power of two stays one, even if its last wave leaves slots idle.
+                notes = (
+                    *notes,
+                    f"even waves over {slots} slots not applied ({parallelism} -> {balanced}): "
+                    f"normalize='power_of_two' keeps {parallelism}",
+                )
+            elif balanced != parallelism:
                 notes = (*notes, f"{parallelism} -> {balanced} for even waves over {slots} slots")
                 parallelism = balanced
-            scan = parallelism if not split_differs else even_waves(scan, slots, low, stage.max_parallelism)
+            if split_differs and not stage.power_of_two:
+                scan = even_waves(scan, slots, low, stage.max_parallelism)
+            elif not split_differs:
+                scan = parallelism
         used_executors = executors if not shape.local else 1
         balance = decide_balance(
             stage.input_file_bytes,
@@ -338,10 +352,19 @@ def _raised_to_floor(stage: StageDemand, requested: int, floor: int, side: str) 
         return requested, ()
     raised = max(requested, min(floor, stage.max_parallelism))
     notes: tuple[str, ...] = ()
-    if raised > requested:
+    if stage.power_of_two:
+        # The next power of two at or above the floor, within the largest power of two the max allows.
+        raised = max(requested, min(_pow2_ceil(floor), _pow2_floor(stage.max_parallelism)))
+        if raised > requested:
+            notes = (
+                f"memory floor: {side}raised from {requested} to {raised}, the power of two at or above the "
+                f"floor {floor} (normalize='power_of_two'), so one task's data fits its memory share",
+            )
+    elif raised > requested:
         notes = (f"memory floor: {side}raised from {requested} to {raised} so one task's data fits its memory share",)
-    if floor > stage.max_parallelism:
-        notes = (*notes, f"memory floor {floor} is above max_parallelism; tasks may spill to disk")
+    if floor > raised:
+        above = "the largest power of two within max_parallelism" if stage.power_of_two else "max_parallelism"
+        notes = (*notes, f"memory floor {floor} is above {above}; tasks may spill to disk")
     return raised, notes
 
 
