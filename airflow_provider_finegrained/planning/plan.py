@@ -159,7 +159,7 @@ def _plan(specs: Iterable[StageSpec], dag_id: str, all_sources_in_one_region: bo
     for region_name, members in zip(region_names, regions, strict=True):
         for i in members:
             region_of[i] = region_name
-    groups, group_members = _slot_sharing_groups(stage_list, region_names, regions)
+    groups = _slot_sharing_groups(stage_list, region_names, regions)
 
     # Groups come in the order of their first stage, members in stage order.
     forward_of, forward_count = component_labels(n, edges.forward)
@@ -177,7 +177,10 @@ def _plan(specs: Iterable[StageSpec], dag_id: str, all_sources_in_one_region: bo
         if len(group) > 1:
             _check_forward_bounds(group, [stage_list[position[s]] for s in group], propagated)
 
-    fractions = _memory_fractions(stage_list, group_members)
+    # FLIP-53 computes fractions per pipelined region within a slot sharing group: only stages that may
+    # run at the same time share a slot's memory. A region lies in one group, so that is per region; a
+    # user's group spanning regions (which run one after the other) does not shrink their fractions.
+    fractions = _memory_fractions(stage_list, regions)
     stages = {}
     for spec, region, forward_group, group, fraction, stage_inputs in zip(
         stage_list, region_of, forward_of, groups, fractions, inputs_of, strict=True
@@ -318,14 +321,12 @@ def _check_forward_bounds(group: Sequence[str], specs: Sequence[StageSpec], deci
 
 def _slot_sharing_groups(
     specs: Sequence[StageSpec], region_names: dict[str, tuple[str, ...]], regions: Sequence[list[int]]
-) -> tuple[list[str], list[list[int]]]:
-    """Each stage's group (by index) and each group's stages in stage order.
+) -> list[str]:
+    """Each stage's group (by index).
 
     One group per region unless the user named one; a region is never split across groups.
     """
     groups = [""] * len(specs)
-    members: dict[str, list[int]] = {}
-    spanning: set[str] = set()  # groups of more than one region, whose stages need sorting
     for (region, names), indices in zip(region_names.items(), regions, strict=True):
         named = {specs[i].slot_sharing_group for i in indices} - {None}
         if len(named) > 1:
@@ -340,18 +341,12 @@ def _slot_sharing_groups(
         group: str = next(iter(named)) if named else region  # type: ignore[assignment]
         for i in indices:
             groups[i] = group
-        if group in members:
-            members[group].extend(indices)
-            spanning.add(group)
-        else:
-            members[group] = indices.copy()
-    for group in spanning:
-        members[group].sort()
-    return groups, list(members.values())
+    return groups
 
 
 def _memory_fractions(specs: Sequence[StageSpec], members: Iterable[Sequence[int]]) -> list[float]:
-    """Each stage's managed-memory fraction, as :func:`managed_memory_fractions` computes it."""
+    """Each stage's managed-memory fraction among ``members`` (its region's stages), as
+    :func:`managed_memory_fractions` computes it."""
     for spec in specs:
         weight = spec.memory_weight
         if not math.isfinite(weight) or weight < 0:

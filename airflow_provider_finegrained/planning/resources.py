@@ -81,11 +81,14 @@ def managed_memory_fractions(
     specs: Mapping[str, ResourceSpec | None],
     groups: Mapping[str, str],
     weights: Mapping[str, float] | None = None,
+    regions: Mapping[str, str] | None = None,
 ) -> dict[str, float]:
     """Each stage's share of its slot sharing group's managed (Spark execution) memory.
 
     Specified stages get ``managed_memory / group sum``; unknown stages get ``weight / sum of
-    weights`` (weight 1 by default). A group's fractions never add up to more than 1.
+    weights`` (weight 1 by default). A group's fractions never add up to more than 1. With ``regions``
+    (each stage's pipelined region) the shares are per region within a group, as FLIP-53 computes them:
+    stages of a group's different regions never run at the same time, so they do not share a slot's memory.
     """
     check_specs_not_mixed(specs)
     missing = sorted(set(specs) - set(groups))
@@ -96,9 +99,9 @@ def managed_memory_fractions(
         if not math.isfinite(weight) or weight < 0:
             raise ValueError(f"stage {stage!r}: managed memory weight must be >= 0, got {weight!r}")
 
-    members: dict[str, list[str]] = defaultdict(list)
+    members: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     for stage in specs:
-        members[groups[stage]].append(stage)
+        members[groups[stage], regions.get(stage) if regions is not None else None].append(stage)
 
     fractions: dict[str, float] = {}
     for stages in members.values():

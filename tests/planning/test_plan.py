@@ -65,7 +65,81 @@ def test_user_slot_sharing_group_is_respected_across_regions() -> None:
     plan = plan_stages(spec)
     assert len(plan.regions) == 2
     assert {s.slot_sharing_group for s in plan.stages.values()} == {"shared"}
-    assert plan.stages["a"].memory_fraction == 0.5
+    assert plan.stages["a"].memory_fraction == 1.0  # the two regions never run at once
+
+
+PIPE = {"mode": "pipelined"}
+# Stages, then each one's fraction, by hand: shares are taken per pipelined region within the group
+# (FLIP-53: only stages that may run at the same time share a slot's memory), never across the group's regions.
+SPANNING_GROUP_CASES = [
+    # a -> b blocking: regions {a}, {b}, both in "g": each alone in its region (was 1/2 each).
+    pytest.param(
+        [S("a", slot_sharing_group="g"), S("b", {"x": "a"}, slot_sharing_group="g")],
+        {"a": 1.0, "b": 1.0},
+        id="two-regions-of-one",
+    ),
+    # a -> b pipelined, b -> c blocking: regions {a, b}, {c}: 1/2, 1/2 and 1 (was 1/3 each).
+    pytest.param(
+        [
+            S("a", slot_sharing_group="g"),
+            S("b", {"x": {"upstream": "a", **PIPE}}, slot_sharing_group="g"),
+            S("c", {"x": "b"}, slot_sharing_group="g"),
+        ],
+        {"a": 0.5, "b": 0.5, "c": 1.0},
+        id="a-region-of-two-and-one-of-one",
+    ),
+    # Managed memory 300m and 100m pipelined, 200m in a later region: 300/400, 100/400, 200/200
+    # (was 300/600, 100/600, 200/600).
+    pytest.param(
+        [
+            S("a", slot_sharing_group="g", resources={"cpu_cores": 1, "heap_memory": "1g", "managed_memory": "300m"}),
+            S(
+                "b",
+                {"x": {"upstream": "a", **PIPE}},
+                slot_sharing_group="g",
+                resources={"cpu_cores": 1, "heap_memory": "1g", "managed_memory": "100m"},
+            ),
+            S(
+                "c",
+                {"x": "b"},
+                slot_sharing_group="g",
+                resources={"cpu_cores": 1, "heap_memory": "1g", "managed_memory": "200m"},
+            ),
+        ],
+        {"a": 0.75, "b": 0.25, "c": 1.0},
+        id="managed-memory",
+    ),
+    # Weights 3 and 1 pipelined, 2 in a later region: 3/4, 1/4, 2/2 (was 3/6, 1/6, 2/6).
+    pytest.param(
+        [
+            S("a", slot_sharing_group="g", memory_weight=3.0),
+            S("b", {"x": {"upstream": "a", **PIPE}}, slot_sharing_group="g", memory_weight=1.0),
+            S("c", {"x": "b"}, slot_sharing_group="g", memory_weight=2.0),
+        ],
+        {"a": 0.75, "b": 0.25, "c": 1.0},
+        id="weights",
+    ),
+]
+
+
+@pytest.mark.parametrize(("specs", "expected"), SPANNING_GROUP_CASES)
+def test_slot_sharing_group_spanning_two_regions_keeps_each_regions_memory_fractions(
+    specs: list[StageSpec], expected: dict[str, float]
+) -> None:
+    plan = plan_stages(specs)
+    assert len(plan.regions) == 2
+    assert {s.slot_sharing_group for s in plan.stages.values()} == {"g"}
+    assert {n: s.memory_fraction for n, s in plan.stages.items()} == expected
+
+
+def test_managed_memory_fractions_by_region_within_a_group() -> None:
+    from airflow_provider_finegrained.planning import managed_memory_fractions
+
+    specs: dict[str, ResourceSpec | None] = {"a": None, "b": None, "c": None}
+    groups = dict.fromkeys(specs, "g")
+    assert managed_memory_fractions(specs, groups) == {"a": 1 / 3, "b": 1 / 3, "c": 1 / 3}
+    regions = {"a": "region-1", "b": "region-1", "c": "region-2"}
+    assert managed_memory_fractions(specs, groups, regions=regions) == {"a": 0.5, "b": 0.5, "c": 1.0}
 
 
 def test_all_sources_in_one_region_option() -> None:
