@@ -13,8 +13,8 @@ from __future__ import annotations
 import runpy
 import sys
 import traceback
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -109,9 +109,7 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
     spark = None
     try:
         spark = sessions.open(stage)
-        with sessions.scope(spark, job, stage, log):
-            for key, value in stage.session_conf.items():
-                spark.conf.set(key, value)
+        with sessions.scope(spark, job, stage, log), stage_settings(spark, stage.session_conf, log):
             ready = _now()
             inputs = {ref.name: _load_input(spark, ref, sessions) for ref in stage.inputs}
             result = _call_stage(spark, stage, inputs, sessions)
@@ -169,6 +167,33 @@ def run_stage(job: RegionJob, stage: StageJob, sessions: Sessions) -> StageStatu
     finally:
         if spark is not None:
             sessions.close(spark, stage)
+
+
+@contextmanager
+def stage_settings(spark: Any, conf: Mapping[str, str], log: Callable[[str], None]) -> Iterator[None]:
+    """``conf`` set in ``spark``'s session while inside; after, the session's settings as they were before.
+
+    The stages of a classic region share one session: without the restore, a key one stage sets (its
+    ``spark.sql.*`` from ``spark_conf``, a scan setting only a file-reading stage gets) would stay set for
+    the next stage, whose trace does not list it. Keys the stage's own code changed are restored too.
+    """
+    before = dict(spark.conf.getAll)
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        after = dict(spark.conf.getAll)
+        for key in sorted(after.keys() | conf.keys()):
+            if after.get(key) == before.get(key) and key not in conf:
+                continue
+            try:
+                if key in before:
+                    spark.conf.set(key, before[key])
+                else:
+                    spark.conf.unset(key)
+            except Exception as exc:  # the stage's own result stands; the next stage's trace may not
+                log(f"could not restore session setting {key}: {type(exc).__name__}: {exc}")
 
 
 def _task_report(sessions: Sessions, spark: Any, stage: StageJob, log: StageLog) -> dict[str, Any] | None:
