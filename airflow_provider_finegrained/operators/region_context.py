@@ -18,6 +18,7 @@ __all__ = [
     "RunFacts",
     "StateStoreLike",
     "TaskInstanceLike",
+    "member_context",
 ]
 
 
@@ -73,6 +74,48 @@ class RunContext:
     def of(cls, context: Mapping[str, Any]) -> RunContext:
         ti = context["ti"]
         return cls(ti, str(context["run_id"]), int(ti.try_number), context, context.get("task_state_store"))
+
+
+def member_context(context: Mapping[str, Any], task: Any) -> dict[str, Any]:
+    """The leader's template context made ``task``'s own, for rendering a region member's templates.
+
+    What depends on the task is the member's: ``task``, ``params`` (the DAG's, the member's, the run's
+    conf), ``inlets``/``outlets``, ``task_instance_key_str`` and ``ti``/``task_instance`` (a copy of the
+    leader's whose ``task_id``, ``task`` and ``map_index`` are the member's; its try number stays the
+    leader's, the try whose application runs the member). The leader's task state store is left out: a
+    member's own is not reachable from the leader's process.
+    """
+    from airflow.sdk.definitions.param import process_params
+
+    leader_ti = context["ti"]
+    dag = context.get("dag") or task.dag
+    dag_run = context.get("dag_run")
+    own: dict[str, Any] = {k: v for k, v in context.items() if k != "task_state_store"}
+    ti = _member_ti(leader_ti, task)
+    own.update(
+        task=task,
+        ti=ti,
+        task_instance=ti,
+        inlets=task.inlets,
+        outlets=task.outlets,
+        map_index_template=getattr(task, "map_index_template", None),
+        params=process_params(dag, task, getattr(dag_run, "conf", None), suppress_exception=False),
+    )
+    key = context.get("task_instance_key_str")
+    prefix = f"{task.dag_id}__{leader_ti.task_id}__"
+    if isinstance(key, str) and key.startswith(prefix):
+        own["task_instance_key_str"] = f"{task.dag_id}__{task.task_id}__{key[len(prefix) :]}"
+    return own
+
+
+def _member_ti(leader_ti: Any, task: Any) -> Any:
+    """The leader's task instance as the member's: Airflow's runtime task instance is a pydantic model."""
+    if not hasattr(leader_ti, "model_copy"):
+        return leader_ti
+    ti = leader_ti.model_copy(update={"task_id": task.task_id, "task": task, "map_index": -1})
+    if hasattr(ti, "_cached_template_context"):
+        ti._cached_template_context = None  # built anew from the member's task if a template asks for it
+    return ti
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from airflow_provider_finegrained.operators.region_context import (
     RegionOutcome,
     RunContext,
     RunFacts,
+    member_context,
 )
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, Distribution, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
@@ -188,9 +189,11 @@ class RegionRunner:
             grant.release()
 
     def render_members(self) -> None:
+        """Render each other member's templates with its own task context (Airflow rendered the leader's)."""
         for member in self.members:
             if member != self.leader.task_id:
-                self.tasks[member].render_template_fields(self.run.raw)
+                task = self.tasks[member]
+                task.render_template_fields(member_context(self.run.raw, task))
 
     def log_lines(self, stage: str) -> list[str]:
         status = self.statuses.get(stage)

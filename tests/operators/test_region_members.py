@@ -4,7 +4,7 @@ One real run (``dag.test``, the embedded local Spark: one spark-submit) of a reg
 ``a -> b -> c`` (pipelined), each with its own ``spark_conf``, is shared by the module's tests. Each stage
 reads back from its session what it runs with, next to what a session no stage touched says
 (``spark.newSession()``); ``c`` hands the three readings on as its committed output, at an
-``output_path`` templated with its own task.
+``output_path`` templated with its own task, task instance and params (the leader ``a`` renders it).
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ def c(spark, rows):
     return rows.unionByName(readings(spark, "c"))
 
 
-with DAG("region_members", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+with DAG(
+    "region_members", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), params={"part": "dag"}
+):
     first = Stage(
         task_id="a",
         python_callable=a,
@@ -77,7 +79,8 @@ with DAG("region_members", schedule=None, start_date=pendulum.datetime(2026, 1, 
         task_id="c",
         python_callable=c,
         inputs={"rows": Input(second, mode="pipelined")},
-        output_path="exports/{{ dag.dag_id }}/{{ task.task_id }}-{{ ti.task_id }}",
+        params={"part": "own"},
+        output_path="exports/{{ dag.dag_id }}/{{ task.task_id }}-{{ ti.task_id }}-{{ params.part }}",
     )
 """
 
@@ -109,3 +112,11 @@ def test_stage_session_settings_do_not_leak_into_next_stage(region_run: tuple[st
     for row in rows:
         stated = traces[row["stage"]]["spark_conf"].get(row["key"], row["untouched"])
         assert (row["stage"], row["key"], row["ran"]) == (row["stage"], row["key"], stated)
+
+
+def test_region_members_render_templates_with_their_own_context(region_run: tuple[str, Any]) -> None:
+    run_id, state = region_run
+    assert state == "success"
+    output = run_xcoms(DAG_ID, run_id, "finegrained_output")["c"]
+    # Rendered by the leader 'a' for 'c': c's task, task instance and params (the DAG's "dag" overridden).
+    assert output["path"].endswith(f"/exports/{DAG_ID}/c-c-own")
