@@ -4,7 +4,9 @@ Optional: everything here is a no-op unless ``apache-airflow-providers-openlinea
 (``pip install airflow-provider-finegrained[openlineage]``). Its listener calls
 :meth:`LineageMixin.get_openlineage_facets_on_complete` after a stage succeeds; the datasets come from
 what the stage really read and wrote (the output records in XCom), named by OpenLineage's naming rules,
-so a stage's output dataset is the next stage's input dataset. Cold regions also carry the parent job
+so a stage's output dataset is the next stage's input dataset. A stage's output is one logical dataset
+across runs (the default layout's run and try folders left out of its name); where one run wrote it is
+in the dataset's ``finegrained_location`` and ``version`` facets. Cold regions also carry the parent job
 information in their Spark settings when ``[openlineage] spark_inject_parent_job_info`` is on, as the
 Spark provider's operators do, so Spark's own OpenLineage listener links its events to the Airflow task.
 """
@@ -21,10 +23,18 @@ if TYPE_CHECKING:
     from airflow_provider_finegrained.dags.declaration import ExternalDataset
     from airflow_provider_finegrained.planning import StageSpec
 
-__all__ = ["LineageMixin", "dataset_naming", "decision_facet_fields", "parent_job_spark_conf", "stage_lineage"]
+__all__ = [
+    "LineageMixin",
+    "dataset_naming",
+    "decision_facet_fields",
+    "logical_location",
+    "parent_job_spark_conf",
+    "stage_lineage",
+]
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://([^/]*)(/.*)?$")
 _SAME_AS = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+_TRY_FOLDER = re.compile(r"try=\d+")
 
 
 def dataset_naming(location: str) -> tuple[str, str]:
@@ -42,6 +52,25 @@ def dataset_naming(location: str) -> tuple[str, str]:
     if scheme == "file":
         return "file", path or "/"
     return f"{scheme}://{match.group(2)}", path.lstrip("/") or "/"
+
+
+def logical_location(location: str, stage: str) -> str:
+    """The location of ``stage``'s output as a dataset that stays the same from run to run.
+
+    The default layout ``<root>/<dag>/<run>/<stage>/try=<n>`` becomes ``<root>/<dag>/<stage>``: its run and
+    try folders name one run's copy, not the dataset. Any other location (a fixed ``output_path``, which
+    may hold no try folder) is its own logical dataset.
+    """
+    from airflow_provider_finegrained.storage.locations import sanitize_component
+
+    parts = location.rstrip("/").split("/")
+    try:
+        folder = sanitize_component(stage, "stage_id")
+    except ValueError:
+        return location
+    if len(parts) >= 4 and _TRY_FOLDER.fullmatch(parts[-1]) and parts[-2] == folder:
+        return "/".join([*parts[:-3], folder])
+    return location
 
 
 def decision_facet_fields(trace: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,7 +112,7 @@ def stage_lineage(
 
     inputs = [Dataset(*dataset_naming(location)) for location in external.values()]
     inputs += [
-        Dataset(*dataset_naming(str(record["path"])))
+        Dataset(*dataset_naming(_logical(record)), facets=_location_facets(record))
         for record in upstream.values()
         if record.get("committed", True) and not record.get("in_memory_only") and record.get("path")
     ]
@@ -92,10 +121,48 @@ def stage_lineage(
         statistics = OutputStatisticsOutputDatasetFacet(
             rowCount=int(output.get("rows") or 0), size=int(output.get("total_bytes") or 0)
         )
-        namespace, name = dataset_naming(str(output["path"]))
-        outputs.append(OutputDataset(namespace, name, outputFacets={"outputStatistics": statistics}))
+        namespace, name = dataset_naming(_logical(output))
+        outputs.append(
+            OutputDataset(
+                namespace, name, facets=_location_facets(output), outputFacets={"outputStatistics": statistics}
+            )
+        )
     run_facets = {"finegrained_decision": _decision_facet(trace)} if trace else {}
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets=run_facets)
+
+
+def _logical(record: Mapping[str, Any]) -> str:
+    return logical_location(str(record["path"]), str(record.get("stage") or ""))
+
+
+def _location_facets(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Where this run's copy of a stage's output is: ``finegrained_location`` and the standard ``version``."""
+    from attrs import define
+    from openlineage.client.facet_v2 import DatasetFacet, dataset_version_dataset
+
+    @define
+    class FineGrainedLocationDatasetFacet(DatasetFacet):
+        """One run's copy of the dataset: its location (OpenLineage's naming and as recorded), the committed
+        attempt's files and the try that committed them."""
+
+        namespace: str
+        name: str
+        location: str
+        dataPath: str
+        tryNumber: int
+
+    location = str(record["path"])
+    namespace, name = dataset_naming(location)
+    return {
+        "finegrained_location": FineGrainedLocationDatasetFacet(
+            namespace=namespace,
+            name=name,
+            location=location,
+            dataPath=str(record.get("data_path") or ""),
+            tryNumber=int(record.get("try_number") or 0),
+        ),
+        "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=name),
+    }
 
 
 def _decision_facet(trace: Mapping[str, Any]) -> Any:
