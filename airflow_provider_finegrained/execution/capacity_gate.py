@@ -69,6 +69,8 @@ class CapacitySource:
     urls: tuple[str, ...] = ()
     cores: int = 0
     memory: int = 0
+    gpus: float = 0
+    """``declared``: the GPUs the connection declares (``total_gpus``)."""
     label: str = ""
     ledger_folder: str | None = None
     """The reservation ledger: a local folder or a URL under the storage root."""
@@ -109,7 +111,7 @@ class CapacitySource:
             return fetch_standalone_capacity(list(self.urls))
         if self.kind == "yarn":
             return fetch_yarn_capacity(self.urls[0], queue=self.queue)
-        return declared_capacity(self.cores, self.memory, self.label)
+        return declared_capacity(self.cores, self.memory, self.label, total_gpus=self.gpus)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +119,7 @@ class CapacitySource:
             "urls": list(self.urls),
             "cores": self.cores,
             "memory": self.memory,
+            "gpus": self.gpus,
             "label": self.label,
             "ledger_folder": self.ledger_folder,
             "queue": self.queue,
@@ -157,11 +160,14 @@ def capacity_source(
     if kind == "local":
         # A local application is one JVM on this machine: the machine's memory is what bounds it.
         memory = max(memory, psutil.virtual_memory().total)
+    gpus = settings.total_gpus
     return CapacitySource(
         "declared",
         cores=settings.total_cores,
         memory=memory,
-        label=f"capacity declared for {settings.master}: {settings.total_cores} cores, {format_bytes(memory)}",
+        gpus=gpus,
+        label=f"capacity declared for {settings.master}: {settings.total_cores} cores, {format_bytes(memory)}"
+        + (f", {gpus:g} GPU(s)" if gpus else ""),
         **common,
     )
 

@@ -371,6 +371,29 @@ class ResourceSettings(SettingsModel):
         float | None,
         number("Maximum CPU", "Maximum resources: CPU cores the pipeline may hold.", "32", minimum=0),
     ] = None
+    total_gpus: Annotated[
+        float,
+        number(
+            "Total GPUs",
+            "GPUs one Spark application may use where the capacity is declared (local masters, Kubernetes, YARN "
+            "without yarn_resourcemanager_url); a standalone master and YARN's ResourceManager report their own. "
+            "0: a region whose ResourceSpecs ask for GPUs is refused as never fitting.",
+            "4",
+            minimum=0,
+        ),
+    ] = 0.0
+    gpu_discovery_script: Annotated[
+        str | None,
+        string(
+            "GPU discovery script",
+            "spark.executor.resource.gpu.discoveryScript for applications whose ResourceSpecs ask for GPUs (set "
+            "only on those: Spark refuses a script without a GPU amount): a script on every executor's node that "
+            "prints its GPUs' addresses as JSON, like Spark's examples/src/main/scripts/getGpusResources.sh. "
+            "Needed on YARN and Kubernetes; a standalone worker hands its own GPUs to its executors.",
+            "/opt/spark/examples/src/main/scripts/getGpusResources.sh",
+            check=coercion.absolute_path,
+        ),
+    ] = None
     capacity_wait_timeout: Annotated[
         float,
         number(

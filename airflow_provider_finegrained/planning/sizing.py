@@ -52,6 +52,9 @@ class ClusterProfile:
     memory_expansion: float = 3.0
     """How much larger data is in memory than its bytes on disk (parquet is compressed)."""
     local: bool = False
+    gpu_discovery_script: str | None = None
+    """``spark.executor.resource.gpu.discoveryScript`` for applications that ask for GPUs (the connection's
+    ``gpu_discovery_script``); None: none set here (a ``spark_conf`` may give it)."""
 
     def __post_init__(self) -> None:
         for name in ("total_memory", "executor_memory", "min_memory_overhead"):
@@ -169,9 +172,13 @@ class RegionSizing:
     memory_fraction: float
     off_heap_memory: int
     executor_gpus: float
+    """Whole GPUs per executor (Spark refuses a fraction there)."""
     task_gpus: float
+    """GPUs per task: at most 1 (a share of one GPU: ``floor(1 / amount)`` tasks use each) or a whole number."""
     local: bool
     stages: dict[str, StageSizing] = field(default_factory=dict)
+    gpu_discovery_script: str | None = None
+    """The executors' GPU discovery script, set with the GPU amounts (Spark refuses a script without an amount)."""
 
     @property
     def slots(self) -> int:
@@ -200,6 +207,9 @@ class RegionSizing:
         if self.executor_gpus:
             conf["spark.executor.resource.gpu.amount"] = _number(self.executor_gpus)
             conf["spark.task.resource.gpu.amount"] = _number(self.task_gpus)
+            if self.gpu_discovery_script and not self.local:
+                # An executor finds its GPUs' addresses with it (YARN and Kubernetes tell it none).
+                conf["spark.executor.resource.gpu.discoveryScript"] = self.gpu_discovery_script
         return conf
 
 
@@ -310,6 +320,7 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
         task_gpus=shape.task_gpus,
         local=shape.local,
         stages=result,
+        gpu_discovery_script=profile.gpu_discovery_script if shape.executor_gpus else None,
     )
 
 
@@ -402,16 +413,33 @@ def _executor_shape(stages: Sequence[StageDemand], profile: ClusterProfile) -> _
     fraction = SPARK_DEFAULT_MEMORY_FRACTION
     if slot.managed_memory:
         fraction = min(0.9, max(0.1, slot.managed_memory / on_heap))
+    executor_gpus, task_gpus = gpu_amounts(slot.gpus, slots_per_executor)
     return _Shape(
         task_cpus=task_cpus,
         executor_cores=slots_per_executor * task_cpus,
         executor_memory=slots_per_executor * on_heap + RESERVED_MEMORY,
         memory_fraction=fraction,
         off_heap=slots_per_executor * slot.off_heap_memory,
-        executor_gpus=slots_per_executor * slot.gpus,
-        task_gpus=slot.gpus,
+        executor_gpus=executor_gpus,
+        task_gpus=task_gpus,
         local=profile.local,
     )
+
+
+def gpu_amounts(slot_gpus: float, slots_per_executor: int) -> tuple[int, float]:
+    """Spark's GPU settings for slots that each need ``slot_gpus``: (whole GPUs per executor, GPUs per task).
+
+    Spark wants a whole number per executor, and per task a share of one GPU (at most 1: ``floor(1 / amount)``
+    tasks use each GPU) or a whole number. A share stays as declared and the executor gets enough whole GPUs
+    for its slots (0.5 on 2 slots: 1 GPU); above 1 a task's amount is rounded up to whole GPUs.
+    """
+    if slot_gpus <= 0:
+        return 0, 0.0
+    if slot_gpus <= 1:
+        tasks_per_gpu = max(1, math.floor(1 / slot_gpus))
+        return math.ceil(slots_per_executor / tasks_per_gpu), float(slot_gpus)
+    whole = math.ceil(slot_gpus)
+    return slots_per_executor * whole, float(whole)
 
 
 def _memory_floor(stage: StageDemand, per_task_memory: float, expansion: float) -> int:

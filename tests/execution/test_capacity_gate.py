@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,35 @@ def test_minimum_resources_never_oversubscribe_what_the_gate_admitted(
     assert got == asked
     assert max(got) <= grant.decision.executors
     assert int(conf["spark.cores.max"]) <= grant.decision.executors * ran.executor_cores
+
+
+# (connection extra, expected outcome), on Kubernetes (declared capacity): a region of 2 executors of 2 cores,
+# each with 1 whole GPU (gpus=0.5 per task, 2 slots share one). Declared 0 GPUs (the default): no executor can
+# ever hold its GPU, impossible; 2 GPUs: as requested; 1 GPU: only one executor fits, run smaller.
+DECLARED_GPU_CASES = [
+    pytest.param({}, "impossible", id="no-gpus-declared"),
+    pytest.param({"total_gpus": 2}, "as_requested", id="two-declared"),
+    pytest.param({"total_gpus": 1}, "reduced", id="one-declared"),
+]
+
+
+@pytest.mark.parametrize(("extra", "expected"), DECLARED_GPU_CASES)
+def test_a_gpu_resource_spec_can_run_on_declared_capacity(extra: dict[str, object], expected: str) -> None:
+    from airflow_provider_finegrained.execution.capacity_gate import capacity_source, region_request
+    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.planning import ResourceSpec, StageDemand, size_region
+
+    settings = ConnectionSettings.from_connection_fields(
+        "k8s://api-server:6443", {"total_cores": 8, "total_memory": "32g", **extra}, airflow_home="/srv/airflow"
+    )
+    source = replace(capacity_source(settings), ledger_folder=None)
+    assert CapacitySource.from_dict(source.to_dict()) == source  # the trigger's payload keeps the GPUs
+    demand = StageDemand("infer", parallelism=4, resources=ResourceSpec(cpu_cores=1, heap_memory="1g", gpus=0.5))
+    planned = size_region([demand], settings.cluster_profile())
+    assert (planned.executor_instances, planned.executor_gpus) == (2, 1)
+    request = region_request(planned, 1)
+    if expected == "impossible":
+        with pytest.raises(CapacityImpossible, match=r"no worker can ever hold one executor of .*1 GPU\(s\).* 0 GPUs"):
+            acquire(source, request, key="k", app_name="app")
+        return
+    assert acquire(source, request, key="k", app_name="app").decision.outcome.value == expected

@@ -260,3 +260,56 @@ def test_a_demand_refuses_a_count_below_one(kwargs: dict[str, object], message: 
 )
 def test_aqe_may_not_coalesce_below_the_memory_floor(demand: StageDemand, expected: int) -> None:
     assert size_region([demand], CLUSTER).stages[demand.stage].coalesce_floor == expected
+
+
+# (a slot's GPUs, slots per executor) -> (whole GPUs per executor, GPUs per task), by hand: Spark wants whole
+# GPUs per executor, and per task a share of one GPU (floor(1 / amount) tasks use each) or a whole number.
+GPU_AMOUNT_CASES = [
+    pytest.param(0.0, 2, (0, 0.0), id="none"),
+    pytest.param(0.5, 1, (1, 0.5), id="half-on-one-slot-was-0.5-gpus"),
+    pytest.param(0.5, 2, (1, 0.5), id="half-on-two-slots-share-one"),
+    pytest.param(0.5, 3, (2, 0.5), id="half-on-three-slots-two-gpus"),
+    pytest.param(0.25, 4, (1, 0.25), id="quarter-on-four-slots"),
+    pytest.param(0.3, 4, (2, 0.3), id="0.3-three-per-gpu-four-slots"),
+    pytest.param(1.0, 2, (2, 1.0), id="one-each"),
+    pytest.param(1.5, 2, (4, 2.0), id="1.5-rounded-up-to-2-per-task"),
+    pytest.param(2.0, 1, (2, 2.0), id="two-each"),
+]
+
+
+@pytest.mark.parametrize(("slot_gpus", "slots", "expected"), GPU_AMOUNT_CASES)
+def test_gpu_amounts_are_what_spark_accepts(slot_gpus: float, slots: int, expected: tuple[int, float]) -> None:
+    from airflow_provider_finegrained.planning.sizing import gpu_amounts
+
+    executor, task = gpu_amounts(slot_gpus, slots)
+    assert (executor, task) == expected
+    assert float(executor).is_integer() and (task <= 1 or task.is_integer())
+
+
+GPU_SCRIPT = "/opt/spark/examples/src/main/scripts/getGpusResources.sh"
+
+
+def test_a_gpu_resource_spec_can_run() -> None:
+    # gpus=0.5, 1 cpu, 1g heap per task on 2-core executors: 2 slots share 1 GPU. Heap 2 x 1g + 300m = 2348m,
+    # overhead max(384m, 234.8m) = 384m; 4 tasks on 2 slots per executor: 2 executors (8 cores allow 4).
+    gpu = ResourceSpec(cpu_cores=1, heap_memory="1g", gpus=0.5)
+    profile = ClusterProfile(
+        total_cores=8, total_memory=32 * GiB, executor_cores=2, executor_memory=4 * GiB, gpu_discovery_script=GPU_SCRIPT
+    )
+    sizing = size_region([StageDemand("infer", parallelism=4, resources=gpu)], profile)
+    assert sizing.application_conf() == {
+        "spark.memory.fraction": "0.60",
+        "spark.executor.instances": "2",
+        "spark.executor.cores": "2",
+        "spark.executor.memory": "2348m",
+        "spark.executor.memoryOverhead": "384m",
+        "spark.cores.max": "4",
+        "spark.task.cpus": "1",
+        "spark.executor.resource.gpu.amount": "1",  # was 0.5: Spark refuses a fraction per executor
+        "spark.task.resource.gpu.amount": "0.5",
+        "spark.executor.resource.gpu.discoveryScript": GPU_SCRIPT,
+    }
+    # Without GPUs no discovery script is set: Spark refuses one without an amount.
+    cpu = ResourceSpec(cpu_cores=1, heap_memory="1g")
+    plain = size_region([StageDemand("etl", parallelism=4, resources=cpu)], profile).application_conf()
+    assert not [key for key in plain if ".resource.gpu." in key]
