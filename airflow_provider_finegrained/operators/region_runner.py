@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
@@ -96,6 +97,15 @@ Renaming it breaks the reattach of tries already running."""
 FOLLOW_POLL_S = 2.0
 """How often a leader that reattached without deferring asks the cluster manager about the application."""
 
+UNKNOWN_WAIT_S = 120.0
+"""How long a leader asks again about a stored application whose status is unknown (an unreachable manager,
+a master that forgot its drivers) before it fails: unknown is not gone, and submitting again could run two
+applications of the region side by side."""
+
+
+class ApplicationStatusUnknown(RuntimeError):
+    """The stored application of an earlier try may still run: the leader neither reattaches nor submits."""
+
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
 """Launchers whose driver runs with this Spark installation's jars (a Kubernetes driver runs its image's;
@@ -144,6 +154,8 @@ class RegionRunner:
         self._remote: RemoteApplication | None = None
         self._stored = False  # whether the task state store holds a handle this run must delete when done
         self._killed = False
+        self.unknown_wait_s = UNKNOWN_WAIT_S
+        self.unknown_poll_s = FOLLOW_POLL_S
 
     # ------------------------------------------------------------------ the sequence
 
@@ -234,6 +246,8 @@ class RegionRunner:
             )
             return None
         status = remote.status()
+        if status.state == "unknown":
+            status = self.ask_again(remote, handle, status)
         if status.state in ("pending", "running", "succeeded"):
             return handle, status
         self.log.warning(
@@ -245,6 +259,32 @@ class RegionRunner:
             status.detail,
         )
         return None
+
+    def ask_again(self, remote: RemoteApplication, handle: LaunchHandle, status: LaunchStatus) -> LaunchStatus:
+        """Ask about the application until its status is known, for ``unknown_wait_s`` at most; then fail."""
+        deadline = time.monotonic() + self.unknown_wait_s
+        while status.state == "unknown" and time.monotonic() < deadline:
+            self.log.info(
+                "Region %s: the status of %s submitted by try %d is unknown (%s); asking again",
+                self.region,
+                handle.remote_id,
+                handle.try_number,
+                status.detail,
+            )
+            time.sleep(self.unknown_poll_s)
+            status = remote.status()
+        if status.state != "unknown":
+            return status
+        stages = ", ".join(self.members)
+        raise ApplicationStatusUnknown(
+            f"region {self.region} (stages {stages}): cannot tell whether application {handle.remote_id}, "
+            f"submitted by try {handle.try_number}, still runs on {handle.master}: {status.detail or 'unknown'} "
+            f"(asked for {self.unknown_wait_s:g} s); not submitting again, which could run two applications of "
+            f"this region side by side. A retry asks again and reattaches if it runs. If it is gone for good "
+            f"(stop it on the cluster manager if unsure), delete the task state key {APPLICATION_KEY!r} of task "
+            f"{self.leader.task_id!r} (DELETE /api/v2/dags/{self.dag.dag_id}/dagRuns/{quote(self.run.run_id, safe='')}/"
+            f"taskInstances/{self.leader.task_id}/state-store/{APPLICATION_KEY}) and clear the task"
+        )
 
     def remember(self, handle: LaunchHandle) -> None:
         """Persist the application's handle where a retry of this task finds it."""

@@ -8,6 +8,8 @@ under real Airflow in tests/cluster/test_reattach.py).
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import ItemsView
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,11 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_finegrained.launchers.base import LaunchHandle
-from airflow_provider_finegrained.operators.region_runner import APPLICATION_KEY, RegionRunner
+from airflow_provider_finegrained.operators.region_runner import (
+    APPLICATION_KEY,
+    ApplicationStatusUnknown,
+    RegionRunner,
+)
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, dag_plan
 from tests.launchers.test_remote import DRIVER_ID, HANDLE, FakeManager, manager, standalone_settings  # noqa: F401
 
@@ -65,8 +71,6 @@ def runner(manager: FakeManager, tmp_path: Path, store: Store | None) -> RegionR
         ("FAILED", False),
         ("ERROR", False),
         ("KILLED", False),
-        ("UNKNOWN", False),
-        (None, False),  # the master does not know it
     ],
 )
 def test_reattaches_only_to_an_application_running_or_finished_well(
@@ -84,6 +88,58 @@ def test_reattaches_only_to_an_application_running_or_finished_well(
         assert (handle, status.driver_id) == (HANDLE, DRIVER_ID)
     else:
         assert found is None
+
+
+class Answers(dict[str, str]):
+    """The driver as the master lists it, one answer per ask (None: not listed); the last answer stays."""
+
+    def __init__(self, *answers: str | None) -> None:
+        super().__init__()
+        self.answers = list(answers)
+
+    def items(self) -> ItemsView[str, str]:
+        state = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return ({} if state is None else {DRIVER_ID: state}).items()
+
+
+@pytest.mark.parametrize("unknown", ["UNKNOWN", None], ids=["unknown-state", "not-listed"])
+def test_unknown_application_status_at_reattach_is_asked_again_not_taken_as_gone(
+    manager: FakeManager,  # noqa: F811
+    tmp_path: Path,
+    unknown: str | None,
+) -> None:
+    manager.drivers = Answers(unknown, unknown, "RUNNING")
+    run = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()}))
+    run.unknown_poll_s = 0.0  # the bound is what matters here, not the pace
+    found = run.prior_application()
+    assert found is not None
+    handle, status = found
+    assert (handle, status.state) == (HANDLE, "running")
+    assert manager.requests.count(("GET", "/json/")) == 3
+
+
+@pytest.mark.parametrize("unknown", ["UNKNOWN", None], ids=["unknown-state", "not-listed"])
+def test_an_application_still_unknown_fails_the_try_instead_of_submitting_again(
+    manager: FakeManager,  # noqa: F811
+    tmp_path: Path,
+    unknown: str | None,
+) -> None:
+    manager.drivers = Answers(unknown)
+    store = Store(**{APPLICATION_KEY: HANDLE.to_dict()})
+    run = runner(manager, tmp_path, store)
+    run.unknown_wait_s = 0.0  # asked once: the bound's end
+    message = (
+        f"region {run.region} (stages only): cannot tell whether application {DRIVER_ID}, submitted by try 1, still "
+        "runs on spark://127.0.0.1:7077: "
+    )
+    with pytest.raises(ApplicationStatusUnknown, match=re.escape(message)) as raised:
+        run.prior_application()
+    assert "not submitting again, which could run two applications of this region side by side" in str(raised.value)
+    assert (
+        f"delete the task state key {APPLICATION_KEY!r} of task 'only' (DELETE /api/v2/dags/reattach_decision/"
+        f"dagRuns/run-1/taskInstances/only/state-store/{APPLICATION_KEY}) and clear the task"
+    ) in str(raised.value)
+    assert store.values == {APPLICATION_KEY: HANDLE.to_dict()}  # kept: a retry asks again
 
 
 @pytest.mark.parametrize(
