@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -75,7 +75,7 @@ from airflow_provider_finegrained.python_env.ship import cache_folder, needs_pyt
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import redact_mapping
-from airflow_provider_finegrained.spark.process import find_driver_id
+from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
 from airflow_provider_finegrained.spark.submit import spark_home
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
@@ -105,6 +105,18 @@ applications of the region side by side."""
 
 class ApplicationStatusUnknown(RuntimeError):
     """The stored application of an earlier try may still run: the leader neither reattaches nor submits."""
+
+
+class SubmitTimeoutError(RuntimeError):
+    """The region's application did not end within its leader's ``submit_timeout``; it was killed."""
+
+
+def submit_timeout_message(leader: str, region: str, members: Sequence[str], timeout_s: float | None, what: str) -> str:
+    """The error of a region whose application outlived its leader's ``submit_timeout`` (any path, any mode)."""
+    return (
+        f"stage {leader!r}: region {region} (stages {', '.join(members)}) did not end within submit_timeout "
+        f"({timeout_s or 0:g} s after its submission): {what}"
+    )
 
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
@@ -311,6 +323,16 @@ class RegionRunner:
             self.run.state_store.delete(APPLICATION_KEY)
             self._stored = False
 
+    def remaining_s(self, handle: LaunchHandle) -> float | None:
+        """Seconds left of the leader's ``submit_timeout`` for ``handle``'s application; None without one."""
+        timeout = self.leader.submit_timeout
+        if timeout is None:
+            return None
+        return max(0.0, (handle.submitted_at or time.time()) + timeout - time.time())
+
+    def timeout_message(self, what: str) -> str:
+        return submit_timeout_message(self.leader.task_id, self.region, self.members, self.leader.submit_timeout, what)
+
     # ------------------------------------------------------------------ 0b. follow an application not started here
 
     def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> RegionOutcome:
@@ -341,7 +363,13 @@ class RegionRunner:
             if self.deferrable:
                 raise RegionDeferral(handle, facts)
             self.log.info("Region %s: following %s on %s", self.region, handle.remote_id, self.settings.master)
-            status = self._remote.wait(FOLLOW_POLL_S)
+            status = self._remote.wait(FOLLOW_POLL_S, self.remaining_s(handle))
+            if not status.done:  # submit_timeout passed
+                killed = self._remote.kill()
+                self.forget()
+                raise SubmitTimeoutError(
+                    self.timeout_message(f"{handle.remote_id} was still {status.detail or status.state}; {killed}")
+                )
         result = LaunchResult(
             returncode=0 if status.state == "succeeded" else 1,
             application_id=handle.application_id or status.application_id,
@@ -613,6 +641,8 @@ class RegionRunner:
         try:
             identify()  # a Kubernetes driver pod is named up front
             return launcher.wait(self._handle)
+        except SparkSubmitTimeout as exc:
+            raise self.stop_timed_out(launcher, exc) from None
         except _Detach:
             # spark-submit (only following the driver, which runs on the cluster) was stopped by the raise;
             # the application runs on. The triggerer follows it from here.
@@ -623,6 +653,22 @@ class RegionRunner:
                 self.settings.master,
             )
             raise RegionDeferral(self._handle, facts) from None
+
+    def stop_timed_out(self, launcher: Launcher, exc: SparkSubmitTimeout) -> SubmitTimeoutError:
+        """spark-submit outlived ``submit_timeout`` (and was stopped): stop the application where it runs, since
+        in cluster mode it runs on without spark-submit, or is still waiting to be accepted."""
+        handle = self._handle
+        followable = handle is not None and handle.identified()
+        if followable and handle is not None and reattach_refusal(handle.launcher, handle.deploy_mode) is None:
+            status = RemoteApplication(self.settings, handle).status()  # "unknown" when the manager cannot say
+            what = f"application {handle.remote_id} was still {status.detail or status.state}"
+        elif self.settings.deploy_mode == "cluster":
+            what = f"{self.settings.master} had not accepted the application yet"
+        else:
+            what = "the application had not ended"
+        killed = launcher.kill(handle)
+        self.forget()
+        return SubmitTimeoutError(self.timeout_message(f"{what}; {exc}; {killed}"))
 
     # ------------------------------------------------------------------ 6. collect and publish
 

@@ -92,7 +92,9 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
     :param output_path: where to commit the output (templated; inside the storage root). Default:
         ``<root>/<dag_id>/<run_id>/<task_id>/try=<n>``.
     :param finegrained_spark_conn_id: the ``finegrained_spark`` connection (default: embedded local Spark).
-    :param submit_timeout: seconds before the Spark application is killed (also ends on task timeout).
+    :param submit_timeout: seconds from the region's submission before its Spark application is killed and
+        the task fails, in every mode: waiting to be accepted, running, followed after a reattach or from the
+        triggerer (a deferred leader); the application also ends on task timeout.
     :param warm: ``False`` runs this stage's region as an application of its own even when the
         connection has a warm pool (for stages that need SparkContext or RDD APIs, which Spark Connect
         cannot run). Default: the connection's ``warm_pool`` decides.
@@ -219,6 +221,12 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         state, detail = str(event.get("status") or "unknown"), str(event.get("detail") or "")
         plan = dag_plan(self.dag)
         region = plan.stages[self.task_id].region
+        if state == "timeout":
+            from airflow_provider_finegrained.operators.region_runner import submit_timeout_message
+
+            message = submit_timeout_message(self.task_id, region, plan.regions[region], self.submit_timeout, detail)
+            self._record_region_failure(context, None, message)
+            raise StageFailedError(message)
         if state == "unknown":
             message = (
                 f"stage {self.task_id!r}: lost track of region {region}'s application {handle.remote_id} on "
@@ -315,6 +323,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
                 facts=deferral.facts.to_dict(),
                 poll_interval=APPLICATION_POLL_S,
                 not_before=not_before(settings.trigger_min_wait),
+                submit_timeout=self.submit_timeout,
             ),
             method_name="execute_complete",
         )

@@ -2,8 +2,9 @@
 
 The leader submits, records the application's handle in the task state store and defers here; this
 trigger asks the cluster manager (``launchers.remote``) until the application has ended and hands the
-task back the final state. Only a user's kill (mark failed/success, clear) stops the application
-(``on_kill``); a triggerer restart or move leaves it running and the trigger is started again.
+task back the final state. A user's kill (mark failed/success, clear) stops the application (``on_kill``),
+and so does the leader's ``submit_timeout`` passing; a triggerer restart or move leaves it running and
+the trigger is started again.
 """
 
 from __future__ import annotations
@@ -27,10 +28,19 @@ def _application(conn_id: str, handle: dict[str, Any]) -> RemoteApplication:
     return RemoteApplication(FineGrainedSparkHook(conn_id).get_settings(), LaunchHandle.from_dict(handle))
 
 
+def _kill(app: RemoteApplication) -> str:
+    """Stop the application; what was done, or why it could not be (the event says so either way)."""
+    try:
+        return app.kill()
+    except Exception as exc:
+        return f"could not kill it: {type(exc).__name__}: {exc}"
+
+
 class RegionApplicationTrigger(BaseTrigger):
     """Fires once the region's application has ended, or once its cluster manager could not say for too long.
 
-    The event's ``status`` is the launch state (``succeeded``, ``failed``, ``killed``, or ``unknown``);
+    The event's ``status`` is the launch state (``succeeded``, ``failed``, ``killed``, or ``unknown``), or
+    ``timeout`` when ``submit_timeout`` passed first (the application was killed);
     ``detail`` says what the cluster manager answered; ``handle`` and ``facts`` come back unchanged, since
     ``dag.test`` resumes the task with the event alone.
 
@@ -41,6 +51,8 @@ class RegionApplicationTrigger(BaseTrigger):
     :param unknown_timeout: seconds of "unknown" answers in a row (manager unreachable, application
         forgotten) before giving up with an ``unknown`` event.
     :param not_before: no event before this time (``triggers.settle``), however soon the application ends.
+    :param submit_timeout: the leader's ``submit_timeout``: seconds from the submission (the handle's
+        ``submitted_at``) after which the application is killed and a ``timeout`` event fires; None: none.
     """
 
     def __init__(
@@ -51,6 +63,7 @@ class RegionApplicationTrigger(BaseTrigger):
         poll_interval: float = 5.0,
         unknown_timeout: float = 300.0,
         not_before: float | None = None,
+        submit_timeout: float | None = None,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -59,6 +72,7 @@ class RegionApplicationTrigger(BaseTrigger):
         self.poll_interval = poll_interval
         self.unknown_timeout = unknown_timeout
         self.not_before = not_before
+        self.submit_timeout = submit_timeout
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -70,6 +84,7 @@ class RegionApplicationTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "unknown_timeout": self.unknown_timeout,
                 "not_before": self.not_before,
+                "submit_timeout": self.submit_timeout,
             },
         )
 
@@ -88,11 +103,18 @@ class RegionApplicationTrigger(BaseTrigger):
         except Exception as exc:  # a bad connection or handle: the task fails with the reason
             yield self._event("unknown", f"cannot follow the application: {exc}")
             return
+        timeout = self.submit_timeout
+        deadline = None if timeout is None else (app.handle.submitted_at or time.time()) + timeout
         unknown_since: float | None = None
         while True:
             status = await asyncio.to_thread(app.status)
             if status.done:
                 yield self._event(status.state, status.detail)
+                return
+            if deadline is not None and time.time() >= deadline:
+                killed = await asyncio.to_thread(_kill, app)
+                still = status.detail or status.state
+                yield self._event("timeout", f"application {app.handle.remote_id} was still {still}; {killed}")
                 return
             if status.state == "unknown":
                 unknown_since = unknown_since or time.monotonic()
@@ -102,7 +124,8 @@ class RegionApplicationTrigger(BaseTrigger):
             else:
                 unknown_since = None
             self.log.info("Region application %s: %s", app.handle.remote_id, status.detail or status.state)
-            await asyncio.sleep(self.poll_interval)
+            pause = self.poll_interval if deadline is None else min(self.poll_interval, deadline - time.time())
+            await asyncio.sleep(max(0.0, pause))
 
     async def on_kill(self) -> None:
         """The user killed the deferred task: stop the application on its cluster."""

@@ -43,7 +43,15 @@ def test_serialize_round_trips_and_holds_no_settings(conn_id: str) -> None:
     assert classpath == "airflow_provider_finegrained.triggers.region_application.RegionApplicationTrigger"
     assert RegionApplicationTrigger(**kwargs).serialize() == (classpath, kwargs)
     # Only the connection's id travels (to the database): its settings and secrets are read in the triggerer.
-    assert set(kwargs) == {"conn_id", "handle", "facts", "poll_interval", "unknown_timeout", "not_before"}
+    assert set(kwargs) == {
+        "conn_id",
+        "handle",
+        "facts",
+        "poll_interval",
+        "unknown_timeout",
+        "not_before",
+        "submit_timeout",
+    }
 
 
 def test_fires_once_the_driver_has_ended(conn_id: str, manager: FakeManager) -> None:  # noqa: F811
@@ -110,3 +118,38 @@ def test_a_users_kill_of_the_deferred_task_kills_the_application(
     asyncio.run(RegionApplicationTrigger("fg_yarn_app", handle.to_dict(), FACTS).on_kill())
     assert ("PUT", f'/ws/v1/cluster/apps/{app_id}/state {{"state": "KILLED"}}') in manager.requests
     assert manager.apps[app_id] == ("KILLED", "KILLED")
+
+
+def test_submit_timeout_of_a_deferred_region_kills_its_application_and_fires_timeout(
+    manager: FakeManager,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_provider_finegrained.launchers.base import LaunchHandle
+
+    app_id = "application_1326821518301_0006"
+    manager.apps[app_id] = ("ACCEPTED", "UNDEFINED")  # a queue that never admits it
+    extra = {"yarn_resourcemanager_url": manager.url, "deploy_mode": "cluster", "total_cores": 4, "total_memory": "8g"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FG_YARN_APP", json.dumps({"conn_type": "finegrained_spark", "host": "yarn", "extra": extra})
+    )
+    # Submitted an hour ago with a submit_timeout of a minute: due at the first look.
+    submitted = time.time() - 3600
+    handle = LaunchHandle(
+        "yarn", "a", application_id=app_id, master="yarn", deploy_mode="cluster", try_number=1, submitted_at=submitted
+    )
+    trigger = RegionApplicationTrigger("fg_yarn_app", handle.to_dict(), FACTS, poll_interval=0.1, submit_timeout=60)
+    event = first_event(trigger)
+    assert event["status"] == "timeout"
+    assert event["detail"].startswith(f"application {app_id} was still ")
+    assert "ACCEPTED" in event["detail"]
+    assert ("PUT", f'/ws/v1/cluster/apps/{app_id}/state {{"state": "KILLED"}}') in manager.requests
+    assert manager.apps[app_id] == ("KILLED", "KILLED")
+
+
+def test_without_submit_timeout_a_deferred_region_is_followed_until_it_ends(
+    conn_id: str,
+    manager: FakeManager,  # noqa: F811
+) -> None:
+    manager.drivers[DRIVER_ID] = "FINISHED"
+    old = {**HANDLE.to_dict(), "submitted_at": time.time() - 3600}
+    assert first_event(RegionApplicationTrigger(conn_id, old, FACTS, poll_interval=0.1))["status"] == "succeeded"
