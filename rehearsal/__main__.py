@@ -1,0 +1,79 @@
+"""``python -m rehearsal up|run|status|down``: Airflow, Spark and storage on six hosts of one machine.
+
+``up`` makes the hosts (:mod:`rehearsal.hosts`) and starts every service (:mod:`rehearsal.services`);
+``run`` runs the DAGs there and checks their answers; ``down`` stops everything and removes the hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rehearsal import hosts, services
+from rehearsal.runs import run_dags
+
+STATE = Path("/var/tmp/fg-rehearsal")
+DAGS = [
+    services.REPO / "rehearsal" / "dags" / "spread_region.py",
+    services.REPO / "dags_examples" / "tpch_pipeline.py",
+    services.REPO / "dags_examples" / "tpch_queries.py",
+]
+
+
+def up(state: Path, names: str) -> dict[str, str]:
+    """Every host and service; what a client needs to reach them (the UI, the master, the S3 endpoint)."""
+    from airflow_provider_finegrained.spark.hadoop_cluster import bundled_hadoop_version
+    from airflow_provider_finegrained.storage.classpath import s3a_jars
+
+    jars = s3a_jars(bundled_hadoop_version())  # resolved here, before the hosts (which reach no registry)
+    all_hosts = hosts.hosts(state, names)
+    hosts.up(all_hosts)
+    (state / "secrets.json").unlink(missing_ok=True)
+    plan = services.layout(all_hosts, state)
+    services.start_postgres(plan)
+    services.start_redis(plan)
+    master = services.start_spark(plan)
+    endpoint = services.start_s3(plan)
+    services.start_airflow_control(plan, DAGS)
+    services.start_airflow_workers(plan, DAGS)
+    services.add_connections(plan, master, endpoint, jars, f"s3://{services.BUCKET}/root")
+    services.wait_for(
+        "both Celery workers",
+        lambda: {f"celery@{w.hostname}" for w in plan.workers} <= services.workers_online(plan),
+        180,
+    )
+    reach = {"ui": f"http://{plan.control.address}:8080", "master": master, "s3": endpoint}
+    (state / "reach.json").write_text(json.dumps(reach, indent=1))
+    return reach
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__)
+    parser.add_argument("action", choices=["up", "run", "status", "down"])
+    parser.add_argument("--state", type=Path, default=STATE, help=f"the rehearsal's folder (default {STATE})")
+    parser.add_argument("--hosts", default="abcdef", help="host letters; 'abcde' leaves out the second Spark worker")
+    parser.add_argument("--dags", default="spread_region,tpch_pipeline", help="DAG ids for run (comma-separated)")
+    args = parser.parse_args(argv)
+    args.state.mkdir(parents=True, exist_ok=True)
+    all_hosts = hosts.hosts(args.state, args.hosts)
+    if args.action == "up":
+        print(json.dumps(up(args.state, args.hosts), indent=1))
+    elif args.action == "run":
+        plan = services.layout(all_hosts, args.state)
+        results = run_dags(plan, args.dags.split(","))
+        print(json.dumps(results, indent=1))
+        return 0 if all(r["ok"] for r in results) else 1
+    elif args.action == "status":
+        print(json.dumps({h.hostname: len(h.pids()) for h in all_hosts}, indent=1))
+    else:
+        hosts.down(all_hosts)
+        left = hosts.leftovers()
+        print("down: nothing left" if not left else f"left behind: {left}")
+        return 1 if left else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

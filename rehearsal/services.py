@@ -1,0 +1,236 @@
+"""What runs on each rehearsal host, started as a real deployment starts it (Debian, PyPI and Maven parts only).
+
+- host A: PostgreSQL (the metadata database), Redis (Celery's broker), Airflow's api-server, scheduler,
+  dag-processor and triggerer;
+- hosts B and C: Airflow Celery workers, each also on a queue of its own (``host_b``, ``host_c``) so a
+  DAG can put a task on one;
+- host D: the Spark standalone master and the S3 API server (moto) that holds the storage root;
+- hosts E and F: Spark standalone workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rehearsal.hosts import HOME, Host, HostError
+
+VENV_BIN = Path(sys.executable).parent
+AIRFLOW = str(VENV_BIN / "airflow")
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+AIRFLOW_HOME = f"{HOME}/airflow"
+BUCKET = "lake"
+S3_KEY, S3_SECRET = "rehearsal-access-key", "rehearsal-secret-key-never-shown"
+REPO = Path(__file__).resolve().parent.parent
+SPARK_CORES, SPARK_MEMORY = 1, "2g"
+"""Each Spark worker host's cores and memory."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which host plays which part, and the settings every Airflow process shares."""
+
+    control: Host
+    workers: tuple[Host, ...]
+    spark_master: Host
+    spark_workers: tuple[Host, ...]
+    secrets: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def storage(self) -> Host:
+        return self.spark_master
+
+    def airflow_env(self, host: Host) -> dict[str, str]:
+        """The environment of every Airflow process, on whichever host: all state is reached over the network."""
+        a = self.control.hostname
+        db = f"postgresql+psycopg2://airflow:{self.secrets['db']}@{a}:5432/airflow"
+        return {
+            "AIRFLOW_HOME": AIRFLOW_HOME,
+            "AIRFLOW__CORE__DAGS_FOLDER": f"{AIRFLOW_HOME}/dags",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "16",
+            "AIRFLOW__CORE__FERNET_KEY": self.secrets["fernet"],
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{a}:8080/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db,
+            "AIRFLOW__CELERY__BROKER_URL": f"redis://:{self.secrets['redis']}@{a}:6379/0",
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + db,
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",
+            "AIRFLOW__API_AUTH__JWT_SECRET": self.secrets["jwt"],
+            "AIRFLOW__API__SECRET_KEY": self.secrets["api"],
+            "AIRFLOW__API__BASE_URL": f"http://{a}:8080",
+            "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+            "AIRFLOW__FINEGRAINED__WARM_POOL": "off",
+            "PYTHONPATH": str(REPO / "dags_examples"),
+        }
+
+
+def layout(all_hosts: Sequence[Host], state: Path) -> Layout:
+    """A: control, B and C: Airflow workers, D: Spark master and S3, E and F (when there): Spark workers."""
+    by_name = {host.name: host for host in all_hosts}
+    kept = state / "secrets.json"
+    if not kept.exists():
+        kept.write_text(json.dumps({k: secrets.token_urlsafe(24) for k in ("db", "redis", "jwt", "api")}
+                                   | {"fernet": _fernet_key()}))  # fmt: skip
+        kept.chmod(0o600)
+    spark_workers = tuple(by_name[n] for n in "ef" if n in by_name)
+    return Layout(by_name["a"], (by_name["b"], by_name["c"]), by_name["d"], spark_workers, json.loads(kept.read_text()))
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
+def wait_for(what: str, ready: Callable[[], bool], timeout: float, logs: Path | None = None) -> None:
+    """Poll ``ready`` until it is true; HostError naming ``what`` (and where its log is) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except (OSError, HostError):
+            pass
+        time.sleep(1)
+    raise HostError(f"{what} not ready after {timeout:.0f} s" + (f" (see {logs})" if logs else ""))
+
+
+def http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - rehearsal addresses only
+        return bool(response.status == 200)
+
+
+def start_postgres(layout: Layout) -> None:
+    a = layout.control
+    pgdata = f"{HOME}/pgdata"
+    a.run(["sh", "-ec", f"mkdir -p {pgdata} && chown postgres {pgdata}"])
+    a.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", pgdata, "--auth-local=trust",
+           "--auth-host=scram-sha-256"])  # fmt: skip
+    a.run(["sh", "-ec", f"echo 'host all all 10.77.0.0/24 scram-sha-256' >> {pgdata}/pg_hba.conf"])
+    listen = f"listen_addresses={a.address},127.0.0.1"
+    a.spawn("postgres", ["runuser", "-u", "postgres", "--", str(PG_BIN / "postgres"), "-D", pgdata, "-c", listen,
+                         "-c", "unix_socket_directories=/tmp", "-c", "max_connections=200"])  # fmt: skip
+    psql = ["runuser", "-u", "postgres", "--", "psql", "-h", "/tmp", "-v", "ON_ERROR_STOP=1", "-c"]
+    wait_for("PostgreSQL on host A", lambda: a.run([*psql, "select 1"], check=False).returncode == 0, 60, a.logs)
+    a.run([*psql, f"create user airflow password '{layout.secrets['db']}'"])
+    a.run([*psql, "create database airflow owner airflow"])
+
+
+def start_redis(layout: Layout) -> None:
+    a = layout.control
+    a.spawn("redis", ["redis-server", "--bind", a.address, "--port", "6379", "--requirepass", layout.secrets["redis"],
+                      "--save", "", "--appendonly", "no", "--dir", "/tmp"])  # fmt: skip
+    probe = ["redis-cli", "-h", a.address, "--no-auth-warning", "-a", layout.secrets["redis"], "ping"]
+    wait_for("Redis on host A", lambda: "PONG" in a.run(probe, check=False).stdout, 30, a.logs)
+
+
+def install_dags(host: Host, dag_files: Sequence[Path]) -> None:
+    """Deploy the DAG files to the host's own DAGs folder, as git-sync or a CI deploy would."""
+    dags = host.folder / "home" / "airflow" / "dags"
+    dags.mkdir(parents=True, exist_ok=True)
+    for source in dag_files:
+        shutil.copy(source, dags / source.name)
+
+
+def start_airflow_control(layout: Layout, dag_files: Sequence[Path]) -> None:
+    a = layout.control
+    env = layout.airflow_env(a)
+    install_dags(a, dag_files)
+    a.run([AIRFLOW, "db", "migrate"], env=env, timeout=600)
+    a.spawn("api-server", [AIRFLOW, "api-server", "--host", a.address, "--port", "8080"], env)
+    for component in ("scheduler", "dag-processor", "triggerer"):
+        a.spawn(component, [AIRFLOW, component], env)
+    wait_for("the api-server on host A", lambda: http_ok(f"http://{a.address}:8080/api/v2/monitor/health"), 180, a.logs)
+
+
+def start_airflow_workers(layout: Layout, dag_files: Sequence[Path]) -> None:
+    for worker in layout.workers:
+        install_dags(worker, dag_files)
+        queues = f"default,host_{worker.name}"
+        worker.spawn("celery-worker", [AIRFLOW, "celery", "worker", "--queues", queues, "--celery-hostname",
+                                       f"celery@{worker.hostname}"], layout.airflow_env(worker))  # fmt: skip
+
+
+def workers_online(layout: Layout) -> set[str]:
+    """The Celery workers that answer a ping through the broker."""
+    a = layout.control
+    code = (
+        "from airflow.providers.celery.executors.celery_executor_utils import app;"
+        "import json;print(json.dumps(sorted((app.control.ping(timeout=3) and "
+        "[k for d in app.control.ping(timeout=3) for k in d]) or [])))"
+    )
+    out = a.run([str(VENV_BIN / "python"), "-c", code], env=layout.airflow_env(a), check=False, timeout=120).stdout
+    lines = [line for line in out.splitlines() if line.startswith("[")]
+    return set(json.loads(lines[-1])) if lines else set()
+
+
+def start_spark(layout: Layout, cores: int = SPARK_CORES, memory: str = SPARK_MEMORY) -> str:
+    """The standalone master on D and a worker on each Spark worker host; the master URL."""
+    import pyspark
+
+    spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    d = layout.spark_master
+    master = f"spark://{d.hostname}:7077"
+    env = {"SPARK_LOG_DIR": "/tmp/spark-logs", "SPARK_NO_DAEMONIZE": "1"}
+    d.spawn("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", d.hostname,
+                             "--port", "7077", "--webui-port", "8080"], env)  # fmt: skip
+    wait_for("the Spark master on host D", lambda: http_ok(f"http://{d.address}:8080/json/"), 90, d.logs)
+    for worker in layout.spark_workers:
+        worker.spawn("spark-worker", [spark_class, "org.apache.spark.deploy.worker.Worker", "--host",
+                                      worker.hostname, "--cores", str(cores), "--memory", memory,
+                                      "--work-dir", "/tmp/spark-work", "--webui-port", "8081", master],
+                     env)  # fmt: skip
+
+    def alive() -> bool:
+        with urllib.request.urlopen(f"http://{d.address}:8080/json/", timeout=5) as response:  # noqa: S310
+            status = json.load(response)
+        return sum(w["state"] == "ALIVE" for w in status["workers"]) == len(layout.spark_workers)
+
+    wait_for("the Spark workers", alive, 120, d.logs)
+    return master
+
+
+def start_s3(layout: Layout) -> str:
+    """moto's S3 API server on D with the bucket ``BUCKET``; its endpoint, by host name."""
+    d = layout.storage
+    d.spawn("s3", [str(VENV_BIN / "moto_server"), "-H", d.address, "-p", "5000"], {})
+    endpoint = f"http://{d.hostname}:5000"
+    wait_for("the S3 API on host D", lambda: http_ok(f"http://{d.address}:5000/moto-api/"), 60, d.logs)
+    request = urllib.request.Request(f"http://{d.address}:5000/{BUCKET}", method="PUT")  # noqa: S310
+    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
+    return endpoint
+
+
+def add_connections(layout: Layout, master: str, endpoint: str, jars: Sequence[str], root: str) -> None:
+    """The storage connection and the provider's connection, in the metadata database (as users add them)."""
+    a = layout.control
+    env = layout.airflow_env(a)
+    lake = {"conn_type": "aws", "login": S3_KEY, "password": S3_SECRET,
+            "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}  # fmt: skip
+    from airflow_provider_finegrained.cli.cluster import connection_extra
+
+    d = layout.spark_master
+    extra = connection_extra(len(layout.spark_workers), SPARK_CORES, SPARK_MEMORY, f"http://{d.hostname}:8080", root)
+    extra.update(storage_conn_id="lake", deploy_mode="client", warm_pool="off")
+    extra["spark_conf"] = {"spark.jars": ",".join(jars), "spark.pyspark.python": str(VENV_BIN / "python")}
+    spark = {"conn_type": "finegrained_spark", "host": master, "extra": extra}
+    for conn_id, conn in (("lake", lake), ("finegrained_spark_default", spark)):
+        a.run([AIRFLOW, "connections", "delete", conn_id], env=env, check=False)
+        a.run([AIRFLOW, "connections", "add", conn_id, "--conn-json", json.dumps(conn)], env=env)
+
+
+def environment_snapshot() -> dict[str, str]:
+    """What the driver passes on to every host (Java options the suite uses, when set)."""
+    return {k: v for k, v in os.environ.items() if k in ("JAVA_TOOL_OPTIONS", "JAVA_HOME")}
