@@ -61,7 +61,9 @@ class StageJob:
     application_args: list[str] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
     handover: bool = False
-    """Another stage of the region reads this output in memory: keep it cached."""
+    """Another stage of the region reads this output in memory: keep the DataFrame for it. Cached only when
+    the stage also writes it; otherwise its plan runs inside each reader's Spark jobs, once per reader, with
+    that reader's settings (the trace's sizing notes say whose, ``execution.spark_reach``)."""
 
 
 @dataclass(frozen=True)

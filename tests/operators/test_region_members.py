@@ -1,9 +1,9 @@
 """What each stage of a pipelined region runs with, read back from Spark and from its own task (issue 30).
 
-One real run (``dag.test``, the embedded local Spark: one spark-submit) of a region of three stages
-``a -> b -> c`` (pipelined), each with its own ``spark_conf``, is shared by the module's tests. Each stage
-reads back from its session what it runs with, next to what a session no stage touched says
-(``spark.newSession()``); ``c`` hands the three readings on as its committed output, at an
+One real run (``dag.test``, the embedded local Spark: one spark-submit) of a region of four stages
+``a -> b -> c`` and ``a -> d`` (pipelined), three with their own ``spark_conf``, is shared by the module's
+tests. Each stage reads back from its session what it runs with, next to what a session no stage touched says
+(``spark.newSession()``); ``c`` and ``d`` commit the readings they were handed and their own, ``c`` at an
 ``output_path`` templated with its own task, task instance and params (the leader ``a`` renders it).
 """
 
@@ -29,6 +29,7 @@ from airflow.sdk import DAG
 from airflow_provider_finegrained.dags.declaration import Input
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
 
+COUNT_FILE = "@COUNT_FILE@"
 KEYS = (
     "spark.sql.files.openCostInBytes",
     "spark.sql.session.timeZone",
@@ -45,8 +46,18 @@ def readings(spark, stage):
     return spark.createDataFrame(rows, "stage string, key string, ran string, untouched string")
 
 
+def counted(part):
+    # Once per row each time Spark computes a's plan (one line per row, in the Python worker).
+    with open(COUNT_FILE, "a") as out:
+        out.write(part + "\\n")
+    return part
+
+
 def a(spark):
-    return readings(spark, "a")
+    from pyspark.sql import functions as F
+
+    mark = F.udf(counted, "string")
+    return readings(spark, "a").withColumn("stage", mark("stage"))
 
 
 def b(spark, rows):
@@ -55,6 +66,10 @@ def b(spark, rows):
 
 def c(spark, rows):
     return rows.unionByName(readings(spark, "c"))
+
+
+def d(spark, rows):
+    return rows.unionByName(readings(spark, "d"))
 
 
 with DAG(
@@ -75,6 +90,7 @@ with DAG(
         inputs={"rows": Input(first, mode="pipelined")},
         spark_conf={"spark.sql.session.timeZone": "America/Lima"},
     )
+    Stage(task_id="d", python_callable=d, inputs={"rows": Input(first, mode="pipelined")})
     Stage(
         task_id="c",
         python_callable=c,
@@ -86,9 +102,15 @@ with DAG(
 
 
 @pytest.fixture(scope="module")
-def region_run(airflow_db: None) -> Iterator[tuple[str, Any]]:
+def count_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the UDF of ``a`` writes one line per row each time Spark computes ``a``'s plan."""
+    return tmp_path_factory.mktemp("region-members") / "a-computed"
+
+
+@pytest.fixture(scope="module")
+def region_run(airflow_db: None, count_file: Path) -> Iterator[tuple[str, Any]]:
     """The DAG's one run: its run id and its final state."""
-    path = write_dag_file(f"{DAG_ID}.py", textwrap.dedent(DAG_TEXT))
+    path = write_dag_file(f"{DAG_ID}.py", textwrap.dedent(DAG_TEXT).replace("@COUNT_FILE@", str(count_file)))
     run = load_dag(path, DAG_ID).test()
     yield run.run_id, run.state
 
@@ -102,7 +124,9 @@ def test_stage_session_settings_do_not_leak_into_next_stage(region_run: tuple[st
     run_id, state = region_run
     assert state == "success"
     traces = run_xcoms(DAG_ID, run_id, "finegrained_trace")
-    rows = _read_rows(run_xcoms(DAG_ID, run_id, "finegrained_output")["c"])
+    outputs = run_xcoms(DAG_ID, run_id, "finegrained_output")
+    rows = _read_rows(outputs["c"]) + [r for r in _read_rows(outputs["d"]) if r["stage"] == "d"]
+    assert {r["stage"] for r in rows} == {"a", "b", "c", "d"}
     ran = {(r["stage"], r["key"]): r["ran"] for r in rows}
     assert ran[("a", "spark.sql.session.timeZone")] == "Asia/Tokyo"
     assert ran[("b", "spark.sql.session.timeZone")] == "America/Lima"
@@ -120,3 +144,18 @@ def test_region_members_render_templates_with_their_own_context(region_run: tupl
     output = run_xcoms(DAG_ID, run_id, "finegrained_output")["c"]
     # Rendered by the leader 'a' for 'c': c's task, task instance and params (the DAG's "dag" overridden).
     assert output["path"].endswith(f"/exports/{DAG_ID}/c-c-own")
+
+
+def test_lazy_handover_is_computed_once_per_reader_as_documented(region_run: tuple[str, Any], count_file: Path) -> None:
+    """An in-memory handover that is not also written is not cached: its plan runs inside each reader's Spark
+    jobs, with that reader's settings (docs/operators.md, "Pipelined regions"), and a's trace says so."""
+    run_id, state = region_run
+    assert state == "success"
+    traces = run_xcoms(DAG_ID, run_id, "finegrained_trace")
+    # b hands a on to c without a job of its own: a's plan runs in c's jobs and in d's.
+    note = next(n for n in traces["a"]["sizing_notes"] if n.startswith("in-memory handover"))
+    assert "'s Spark jobs (once per consumer: the handover is not cached)" in note
+    assert "'c'" in note and "'d'" in note
+    lines = count_file.read_text().splitlines()
+    rows = 6  # a's readings: one row per key
+    assert len(lines) == 2 * rows and set(lines) == {"a"}
