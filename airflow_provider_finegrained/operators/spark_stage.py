@@ -93,8 +93,9 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         ``<root>/<dag_id>/<run_id>/<task_id>/try=<n>``.
     :param finegrained_spark_conn_id: the ``finegrained_spark`` connection (default: embedded local Spark).
     :param submit_timeout: seconds from the region's submission before its Spark application is killed and
-        the task fails, in every mode: waiting to be accepted, running, followed after a reattach or from the
-        triggerer (a deferred leader); the application also ends on task timeout.
+        the task fails, in every deploy mode: waiting to be accepted, running, followed after a reattach or
+        from the triggerer (a deferred leader). A region run in a warm pool is not bounded by it (the task's
+        ``execution_timeout`` is); the application also ends on task timeout.
     :param warm: ``False`` runs this stage's region as an application of its own even when the
         connection has a warm pool (for stages that need SparkContext or RDD APIs, which Spark Connect
         cannot run). Default: the connection's ``warm_pool`` decides.
