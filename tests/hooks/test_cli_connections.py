@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_finegrained.hooks.settings import settable_fields, setting_of
+
 # Each Airflow CLI call starts a Python with Airflow (5-10 s): run apart from the unit tests with -m slow.
 pytestmark = pytest.mark.slow
 
@@ -240,7 +242,12 @@ def test_wired_form_as_the_ui_api_serves_it() -> None:
         "title": "Maximum parallelism",
     }
     assert meta["extra_fields"]["max_parallelism"]["value"] is None  # unset: [finegrained] still applies
-    assert len(meta["extra_fields"]) == 38
+    # Every declared setting but the master URL (the host field) reaches the form, none dropped or added.
+    declared = {name for name in settable_fields() if not setting_of(name).host_field}
+    assert set(meta["extra_fields"]) == declared
+    assert "master" not in meta["extra_fields"]
+    assert meta["extra_fields"]["total_gpus"]["schema"]["title"] == "Total GPUs"
+    assert meta["extra_fields"]["gpu_discovery_script"]["schema"]["title"] == "GPU discovery script"
     assert meta["extra_fields"]["python_env"]["schema"]["title"] == "Python environment"
     assert meta["extra_fields"]["hadoop_conf_dir"]["schema"]["title"] == "Hadoop configuration folder"
     assert meta["extra_fields"]["executors_from"]["schema"]["title"] == "Executors from"
