@@ -134,6 +134,7 @@ class ConnectionSettings(WarmPoolSettings, ParallelismSettings, ResourceSettings
                 executor_cores=self.total_cores,
                 executor_memory=self.driver_memory,
                 local=True,
+                gpu_discovery_script=self.gpu_discovery_script,
             )
         return ClusterProfile(
             total_cores=cores,
@@ -141,6 +142,7 @@ class ConnectionSettings(WarmPoolSettings, ParallelismSettings, ResourceSettings
             executor_cores=self.executor_cores,
             executor_memory=self.executor_memory,
             local=False,
+            gpu_discovery_script=self.gpu_discovery_script,
         )
 
     def secret_values(self) -> list[str]:

@@ -28,7 +28,13 @@ from airflow_provider_finegrained.hooks.settings import (
     settable_fields,
     setting_of,
 )
-from airflow_provider_finegrained.planning import DEFAULT_AVG_BYTES_PER_TASK, ParallelismConfig
+from airflow_provider_finegrained.planning import (
+    DEFAULT_AVG_BYTES_PER_TASK,
+    ParallelismConfig,
+    ResourceSpec,
+    StageDemand,
+    size_region,
+)
 
 MiB = 2**20
 GiB = 2**30
@@ -671,6 +677,23 @@ def test_cluster_profile_standalone() -> None:
     assert (profile.local, profile.total_cores, profile.total_memory) == (False, 8, 20 * GiB)
     assert (profile.executor_cores, profile.executor_memory) == (4, 4 * GiB)
     assert not settings.is_local
+
+
+def test_a_connection_gpu_discovery_script_reaches_a_gpu_application() -> None:
+    # Was dropped by cluster_profile(): the setting was accepted and never set on any application.
+    script = "/opt/spark/examples/src/main/scripts/getGpusResources.sh"
+    settings = parse("k8s://https://10.0.0.1:6443", total_cores=8, total_memory="32g", gpu_discovery_script=script)
+    gpu = ResourceSpec(cpu_cores=1, heap_memory="1g", gpus=0.5)
+    conf = size_region([StageDemand("infer", parallelism=4, resources=gpu)], settings.cluster_profile())
+    assert conf.application_conf()["spark.executor.resource.gpu.discoveryScript"] == script
+    # Not on an application without GPUs (Spark refuses a script without an amount), nor in local mode.
+    plain = size_region([StageDemand("etl", parallelism=4)], settings.cluster_profile()).application_conf()
+    assert "spark.executor.resource.gpu.discoveryScript" not in plain
+    local = parse("local[2]", gpu_discovery_script=script).cluster_profile()
+    assert (
+        "spark.executor.resource.gpu.discoveryScript"
+        not in size_region([StageDemand("infer", parallelism=2, resources=gpu)], local).application_conf()
+    )
 
 
 def test_webui_json_urls() -> None:
