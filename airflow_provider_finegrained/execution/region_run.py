@@ -8,7 +8,7 @@ consumed (its output is not materialized to measure).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -64,6 +64,8 @@ class RegionDecision:
     traces: dict[str, StageTrace]
     in_region_consumers: dict[str, list[str]]
     outside_consumers: dict[str, list[str]]
+    written: frozenset[str] = frozenset()
+    """Stages with an ``output_path``: written by a job of their own even when only in-region stages read them."""
 
 
 def decide_region(
@@ -74,6 +76,7 @@ def decide_region(
     profile: ClusterProfile,
     learned: Mapping[str, LearnedExpansion] | None = None,
     ran_with: Mapping[str, int] | None = None,
+    written: Collection[str] = (),
 ) -> RegionDecision:
     """Decide parallelism and Spark sizing for every stage of ``region``, in region order.
 
@@ -87,7 +90,8 @@ def decide_region(
 
     ``learned`` holds, per stage, an expansion learned from its past runs: a deciding stage decides
     from its non-broadcast bytes times the learned work factor, and its memory floor uses the learned
-    memory factor.
+    memory factor. ``written``: the region's stages that have an ``output_path`` (where each decision
+    reaches Spark depends on it: such a stage is written and cached, not handed over lazily).
     """
     members = plan.regions[region]
     in_region = set(members)
@@ -232,6 +236,7 @@ def decide_region(
         {name: sizing.stages[name].session_conf() for name in members},
         {name: trace.config["avg_bytes_per_task"] for name, trace in traces.items()},
         {name: sizing.stages[name].balance is not None for name in members},
+        written,
     )
     traces = {
         name: replace(
@@ -249,7 +254,9 @@ def decide_region(
         )
         for name, trace in traces.items()
     }
-    return RegionDecision(region, members[0], sizing, traces, in_region_consumers, outside_consumers)
+    return RegionDecision(
+        region, members[0], sizing, traces, in_region_consumers, outside_consumers, frozenset(written) & set(members)
+    )
 
 
 def _with_adaptive(sized: StageSizing, avg_bytes_per_task: int) -> dict[str, Any] | None:

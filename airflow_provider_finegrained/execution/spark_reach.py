@@ -4,8 +4,8 @@ Pure. A stage of a pipelined region whose output only in-region consumers read h
 DataFrame and runs no Spark job of its own: Spark plans and runs its transformations when a consumer's
 action runs, so under that consumer's session settings (``spark.sql.shuffle.partitions``, the scan settings,
 AQE's are read when a query is planned, not when a DataFrame is built). A stage that also writes an output
-(an outside consumer, or no consumer at all) runs its plan in its own write job, under its own settings,
-and its in-region consumers read the persisted result.
+(an outside consumer, an ``output_path``, or no consumer at all) runs its plan in its own write job,
+under its own settings, and its in-region consumers read the persisted result.
 
 So that a lazy producer's decision still reaches Spark, the stage whose jobs run its plan (``runs_in``)
 takes the producer's file-scan settings (``spark.sql.files.*``: split size and open cost, balanced from
@@ -22,7 +22,7 @@ narrow work fuses with the consumer's, nothing is held in memory, and no extra j
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,9 +47,13 @@ class SparkReach:
         return () if self.note is None else (self.note,)
 
 
-def runs_own_jobs(in_region: Sequence[str], outside: Sequence[str]) -> bool:
-    """Whether a stage runs Spark jobs of its own: it writes an output (as ``region_job`` decides)."""
-    return bool(outside) or not in_region
+def runs_own_jobs(in_region: Sequence[str], outside: Sequence[str], output_path: bool = False) -> bool:
+    """Whether a stage runs Spark jobs of its own: it writes an output (as ``region_job`` decides).
+
+    ``output_path``: the stage has one, so it is written (and persisted for its in-region readers) even
+    when only in-region stages read it.
+    """
+    return bool(outside) or not in_region or output_path
 
 
 class _Runners:
@@ -60,11 +64,14 @@ class _Runners:
         members: Sequence[str],
         in_region_consumers: Mapping[str, Sequence[str]],
         outside_consumers: Mapping[str, Sequence[str]],
+        written: Collection[str] = (),
     ) -> None:
         self.order = {name: i for i, name in enumerate(members)}
         self.consumers = in_region_consumers
         self.lazy = {
-            m for m in members if not runs_own_jobs(in_region_consumers.get(m, ()), outside_consumers.get(m, ()))
+            m
+            for m in members
+            if not runs_own_jobs(in_region_consumers.get(m, ()), outside_consumers.get(m, ()), m in written)
         }
         self._found: dict[str, list[str]] = {}
 
@@ -85,13 +92,15 @@ def effective_session_conf(
     outside_consumers: Mapping[str, Sequence[str]],
     session_conf: Mapping[str, Mapping[str, str]],
     scans_files: Mapping[str, bool],
+    written: Collection[str] = (),
 ) -> dict[str, dict[str, str]]:
     """Each stage's session settings as set when it runs.
 
     A stage that scans no files of its own but runs a lazy producer's plan takes that producer's scan
     settings (``spark.sql.files.*``); with several such producers, the first in region order.
+    ``written``: stages with an ``output_path`` (they run their own jobs).
     """
-    runners = _Runners(members, in_region_consumers, outside_consumers)
+    runners = _Runners(members, in_region_consumers, outside_consumers, written)
     return _effective(runners, members, session_conf, scans_files)[0]
 
 
@@ -124,15 +133,17 @@ def spark_reach(
     session_conf: Mapping[str, Mapping[str, str]],
     bytes_per_task: Mapping[str, int] | None = None,
     scans_files: Mapping[str, bool] | None = None,
+    written: Collection[str] = (),
 ) -> dict[str, SparkReach]:
     """Per stage of a region: whose Spark jobs run its plan, and how its settings compare with theirs.
 
     ``session_conf``: each stage's per-stage Spark settings as decided (``StageSizing.session_conf``);
     ``bytes_per_task``: each stage's ``avg_bytes_per_task`` (AQE's advisory size when AQE is on);
     ``scans_files``: whether a stage reads files itself (committed or external inputs). A stage whose
-    jobs run handed-over plans gets a note too (``runs_in`` stays None for it).
+    jobs run handed-over plans gets a note too (``runs_in`` stays None for it). ``written``: stages with
+    an ``output_path``, written by a job of their own whoever reads them.
     """
-    runners = _Runners(members, in_region_consumers, outside_consumers)
+    runners = _Runners(members, in_region_consumers, outside_consumers, written)
     effective, carried = _effective(runners, members, session_conf, scans_files or {})
     reach: dict[str, SparkReach] = {}
     for stage in members:
@@ -167,7 +178,7 @@ def scans_of(decision: RegionDecision, stage: str) -> str:
 def _decision_effective(decision: RegionDecision) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     members = list(decision.traces)
     stages = decision.sizing.stages
-    runners = _Runners(members, decision.in_region_consumers, decision.outside_consumers)
+    runners = _Runners(members, decision.in_region_consumers, decision.outside_consumers, decision.written)
     return _effective(
         runners,
         members,

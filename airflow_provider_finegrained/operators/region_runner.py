@@ -450,7 +450,8 @@ class RegionRunner:
     def decide(self, inputs: Mapping[str, StageInputs], profile: ClusterProfile | None = None) -> RegionDecision:
         profile = profile or self.settings.cluster_profile()
         learned = self.history.learned(self.members)
-        return decide_region(self.plan, self.region, inputs, self.config_for, profile, learned)
+        written = [m for m in self.members if self.tasks[m].output_path]  # as build_region_job writes them
+        return decide_region(self.plan, self.region, inputs, self.config_for, profile, learned, written=written)
 
     # ------------------------------------------------------------------ 3. launcher
 

@@ -35,6 +35,32 @@ def conf(partitions: int, split: int = MiB) -> dict[str, str]:
 )
 def test_a_stage_runs_its_own_jobs_when_it_writes(in_region: list[str], outside: list[str], own: bool) -> None:
     assert runs_own_jobs(in_region, outside) is own
+    assert runs_own_jobs(in_region, outside, output_path=True)  # an output_path is always written
+
+
+def test_a_producer_with_an_output_path_is_traced_as_written_and_cached() -> None:
+    """Was "no Spark job of its own ... not cached": the region job writes and persists it for its readers."""
+    plan = plan_stages(
+        [
+            StageSpec.build("a"),
+            StageSpec.build("b", {"x": {"upstream": "a", "mode": "pipelined"}}),
+            StageSpec.build("c", {"x": {"upstream": "a", "mode": "pipelined"}}),
+        ]
+    )
+    region = plan.stages["a"].region
+    assert plan.regions[region] == ("a", "b", "c")
+    profile = ClusterProfile(total_cores=2, total_memory="6g", executor_memory="4g", local=True)
+    config = ParallelismConfig(avg_bytes_per_task="64m")
+    lazy = decide_region(plan, region, {}, lambda _: config, profile)
+    assert lazy.traces["a"].runs_in == "b"
+    assert "not cached" in lazy.traces["a"].sizing_notes[-1]
+    written = decide_region(plan, region, {}, lambda _: config, profile, written=["a"])
+    assert written.written == frozenset({"a"})
+    assert written.traces["a"].runs_in is None
+    assert not [n for n in written.traces["a"].sizing_notes if "in-memory handover" in n]
+    assert not [n for t in written.traces.values() for n in t.sizing_notes if "plan of 'a'" in n]
+    # Its readers run no scans of its: none of its scan settings is carried into their sessions.
+    assert stage_session_conf(written, "b") == written.sizing.stages["b"].session_conf()
 
 
 # (members, in-region consumers, outside consumers) -> runs_in per stage
