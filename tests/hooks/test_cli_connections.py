@@ -28,10 +28,8 @@ def airflow(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return done
 
 
-@pytest.fixture(scope="module")
-def airflow_db() -> None:
-    """The metadata database in the test AIRFLOW_HOME (set by tests/conftest.py), where the CLI stores connections."""
-    airflow("db", "migrate")
+# The metadata database the CLI stores connections in: the session's (tests/conftest.py `airflow_db`), migrated
+# once for the whole run instead of a second `airflow db migrate` here.
 
 
 CONNECTIONS: dict[str, list[str]] = {
