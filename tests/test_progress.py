@@ -132,10 +132,13 @@ def test_connect_handler_keeps_the_last_numbers_of_an_operation_that_raised() ->
 
 
 def slow_write(spark: Any, path: Path, partitions: int, shuffle_partitions: int) -> None:
-    """A job of two Spark stages: ``partitions`` slow tasks that shuffle, then ``shuffle_partitions`` that write."""
+    """A job of two Spark stages: ``partitions`` slow tasks that shuffle, then ``shuffle_partitions`` that write.
+
+    Each slow task takes 50 x 40 ms = 2 s: the job spans several progress intervals (1 s) and polls (0.25 s)
+    on two cores, and costs seconds rather than a minute."""
 
     def slow(x: int) -> tuple[int, str]:
-        time.sleep(0.3)
+        time.sleep(0.04)
         return x, "v" * 1000
 
     rows = spark.sparkContext.parallelize(range(partitions * 50), partitions).map(slow)
