@@ -18,4 +18,10 @@ if [ "$#" -eq 0 ]; then
     echo "== security trial matrix, short form (docs/security.md)"
     python -m pytest -q -m "security and not slow and not hadoop"
 fi
-python -m pytest "$@"
+# Every test's durations, slowest first (tests/conftest.py), and the top 10 last in the log, pass or fail.
+rm -f .cache/ci-durations.txt
+status=0
+FINEGRAINED_DURATIONS_FILE=.cache/ci-durations.txt python -m pytest "$@" || status=$?
+echo "== the 10 slowest test phases (all of them in .cache/ci-durations.txt)"
+head -n 10 .cache/ci-durations.txt || true
+exit "$status"

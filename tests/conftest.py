@@ -39,6 +39,26 @@ if "JAVA_TOOL_OPTIONS" not in os.environ:
 
 REPO = Path(__file__).resolve().parent.parent
 
+DURATIONS_FILE_ENV = "FINEGRAINED_DURATIONS_FILE"
+"""Set (scripts/test.sh sets it for its last pytest run): where every test phase's duration is written, slowest
+first, one ``<seconds>s <phase> <test id>`` a line, so CI keeps where its time went."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    target = os.environ.get(DURATIONS_FILE_ENV)
+    if not target:
+        return
+    phases = [
+        (report.duration, report.when, report.nodeid)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) in ("setup", "call", "teardown") and hasattr(report, "duration")
+    ]
+    phases.sort(key=lambda phase: phase[0], reverse=True)
+    path = Path(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{seconds:.2f}s {when} {nodeid}\n" for seconds, when, nodeid in phases))
+
 
 @pytest.fixture(scope="session")
 def airflow_db() -> None:
