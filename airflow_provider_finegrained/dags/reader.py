@@ -124,6 +124,8 @@ def read_dag(dag: Any, *, all_sources_in_one_region: bool | None = None) -> DagP
     plan = plan_stages(stage_specs(dag), dag_id=dag.dag_id, all_sources_in_one_region=all_sources_in_one_region)
     if declared and all_sources_in_one_region:
         _check_sources_follow_leader(dag, plan)
+    if declared:
+        _check_forward_groups_decided_once(dag, plan)
     return plan
 
 
@@ -144,3 +146,55 @@ def _check_sources_follow_leader(dag: Any, plan: DagPlan) -> None:
                 f"{name!r} does not run after it; declare the stages inside the DAG after "
                 "all_sources_in_one_region(dag), or call it again after adding them"
             )
+
+
+def _check_forward_groups_decided_once(dag: Any, plan: DagPlan) -> None:
+    """A forward group split over regions is decided by the region that runs first; the others take its value.
+
+    They read it from the trace of a group member that ran (``decide_region``'s ``ran_with``), so one of the
+    group's regions must hold a member that runs before the leader of each other group region. Without that,
+    two regions could both run first (no dependency between them) and decide the group twice, with two
+    values. A group with a fixed parallelism decides nothing and is not checked.
+    """
+    position = {region: i for i, region in enumerate(plan.regions)}
+    for group in plan.forward_groups:
+        if len(group) < 2 or plan.stages[group[0]].fixed_parallelism is not None:
+            continue
+        by_region: dict[str, list[str]] = {}
+        for name in group:
+            by_region.setdefault(plan.stages[name].region, []).append(name)
+        if len(by_region) < 2:
+            continue
+        regions = sorted(by_region, key=position.__getitem__)
+        # The plan's order is the stage edges' topological order: the region that runs first is usually the
+        # first; a plain dependency (a >> b) can order them otherwise, so each is tried in turn.
+        unordered: list[tuple[str, str]] = []
+        for first in regions:
+            after = _downstream_of(dag, by_region[first])
+            late = [r for r in regions if r != first and plan.regions[r][0] not in after]
+            if not late:
+                break
+            unordered.append((first, late[0]))
+        else:
+            first, other = unordered[0]
+            members, leader = by_region[first], plan.regions[other][0]
+            leaders = [plan.regions[r][0] for r in regions]
+            raise StageGraphError(
+                f"stages {list(group)!r} form one forward group (one parallelism) over the regions led by "
+                f"{leaders!r}, but none of these regions runs before all the others (the region led by {leader!r} "
+                f"does not run after any of {members!r}), so two of them could each decide the group's "
+                f"parallelism, differently. Make one run first (for example {members[0]} >> {leader}), give a "
+                "stage of the group a fixed parallelism, or make the edges between them not forward"
+            )
+
+
+def _downstream_of(dag: Any, names: list[str]) -> set[str]:
+    """Task ids that run after any of ``names`` (by the DAG's dependencies, transitively)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        for task_id in dag.get_task(todo.pop()).downstream_task_ids:
+            if task_id not in seen:
+                seen.add(task_id)
+                todo.append(task_id)
+    return seen

@@ -43,7 +43,12 @@ from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
-from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs, decide_region
+from airflow_provider_finegrained.execution.region_run import (
+    RegionDecision,
+    StageInputs,
+    decide_region,
+    forward_group_peers,
+)
 from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts, stage_trace
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
 from airflow_provider_finegrained.launchers.base import (
@@ -451,7 +456,29 @@ class RegionRunner:
         profile = profile or self.settings.cluster_profile()
         learned = self.history.learned(self.members)
         written = [m for m in self.members if self.tasks[m].output_path]  # as build_region_job writes them
-        return decide_region(self.plan, self.region, inputs, self.config_for, profile, learned, written=written)
+        return decide_region(
+            self.plan,
+            self.region,
+            inputs,
+            self.config_for,
+            profile,
+            learned,
+            ran_with=self.peers_ran_with(),
+            written=written,
+        )
+
+    def peers_ran_with(self) -> dict[str, int]:
+        """The parallelism each member of this region's forward groups outside it ran with (its trace).
+
+        A group whose members sit in several regions is decided by the first of them to run; the later
+        ones take its value from these (the DAG reader makes sure one region runs before the others).
+        """
+        ran: dict[str, int] = {}
+        for peer in forward_group_peers(self.plan, self.region):
+            trace = self.run.ti.xcom_pull(task_ids=peer, key=TRACE_KEY) or {}
+            if trace.get("parallelism") is not None:
+                ran[peer] = int(trace["parallelism"])
+        return ran
 
     # ------------------------------------------------------------------ 3. launcher
 

@@ -51,7 +51,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
+from airflow_provider_finegrained.execution.region_run import (
+    ExternalSizes,
+    StageInputs,
+    decide_region,
+    forward_group_peers,
+)
 from airflow_provider_finegrained.planning import (
     CapacityOutcome,
     ClusterProfile,
@@ -610,7 +615,10 @@ class Simulation:
         same decision; the memo keeps the real planner's calls to one per distinct case.
         """
         run = state.run
-        key = (run.shape.name, tuple(sorted(run.table_bytes.items())), region)
+        plan = run.shape.plan
+        # Forward-group peers in regions that already ran: the group's value is theirs (as the runner does).
+        peers = {p: state.ran_with[p] for p in forward_group_peers(plan, region) if p in state.ran_with}
+        key = (run.shape.name, tuple(sorted(run.table_bytes.items())), region, tuple(sorted(peers.items())))
         cached = self._region_plans.get(key)
         if cached is not None:
             return cached
@@ -620,10 +628,11 @@ class Simulation:
         if cached is not None:
             self._region_plans[key] = cached
             return cached
-        plan = run.shape.plan
         members = plan.regions[region]
         started = time.perf_counter()
-        decision = decide_region(plan, region, self._region_inputs(state, members), lambda _: self.config, self.profile)
+        decision = decide_region(
+            plan, region, self._region_inputs(state, members), lambda _: self.config, self.profile, ran_with=peers
+        )
         sizing = decision.sizing
         request = ExecutorRequest(
             executors=sizing.executor_instances,

@@ -75,7 +75,12 @@ class ProviderSizing:
         from airflow_provider_finegrained.contract import OutputRecord
         from airflow_provider_finegrained.execution.measure import measure_external
         from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
-        from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
+        from airflow_provider_finegrained.execution.region_run import (
+            ExternalSizes,
+            StageInputs,
+            decide_region,
+            forward_group_peers,
+        )
         from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
 
         inputs: dict[str, StageInputs] = {}
@@ -92,7 +97,13 @@ class ProviderSizing:
                     upstream[param] = OutputRecord(name, str(path), "parquet", file_sizes(path), 0, 1)
             inputs[member] = StageInputs(upstream=upstream, external=external)
         config_for = self.settings.parallelism_config
-        decision = decide_region(self.plan, region, inputs, lambda _: config_for(), self.settings.cluster_profile())
+        # A forward group already decided by a region that ran keeps its value (as the runner does).
+        ran_with = {
+            p: int(self.decided[p]["parallelism"]) for p in forward_group_peers(self.plan, region) if p in self.decided
+        }
+        decision = decide_region(
+            self.plan, region, inputs, lambda _: config_for(), self.settings.cluster_profile(), ran_with=ran_with
+        )
         for member in self.plan.regions[region]:
             # What the region job sets before the stage (execution/region_job.py): the stage's settings with
             # a handed-over producer's scan settings carried, AQE sized from the scanned files' balance, and

@@ -315,3 +315,52 @@ def test_a_dag_or_a_stage_named_like_a_reserved_folder_is_refused(name: str) -> 
         Stage(task_id=name)
     with pytest.raises(StageGraphError, match=rf"stage '{name}' is named like a folder the provider reserves"):
         read_dag(dag)
+
+
+BLOCKING_FORWARD = {"mode": "blocking", "distribution": "forward"}
+
+
+def _two_forward_producers(dag_id: str) -> DAG:
+    """The issue's shape: a -> b and c -> b, both forward and blocking, so a, c and b in three regions."""
+    with DAG(dag_id, schedule=None, start_date=START) as dag:
+        a, c = Stage(task_id="a"), Stage(task_id="c")
+        Stage(task_id="b", inputs={"x": Input(a, **BLOCKING_FORWARD), "y": Input(c, **BLOCKING_FORWARD)})
+    return dag
+
+
+def test_a_forward_group_over_regions_that_may_run_at_once_is_refused() -> None:
+    # a and c could both run first and each decide the group's parallelism (the issue: 12 and 3).
+    dag = _two_forward_producers("reader_forward_unordered")
+    with pytest.raises(StageGraphError) as info:
+        read_dag(dag)
+    assert str(info.value) == (
+        "stages ['a', 'c', 'b'] form one forward group (one parallelism) over the regions led by ['a', 'c', 'b'], "
+        "but none of these regions runs before all the others (the region led by 'c' does not run after any of "
+        "['a']), so two of them could each decide the group's parallelism, differently. Make one run first (for "
+        "example a >> c), give a stage of the group a fixed parallelism, or make the edges between them not forward"
+    )
+
+
+def test_a_forward_group_over_ordered_regions_is_read() -> None:
+    # The fix the error names: c runs after a, so a's region decides and c and b take its value.
+    dag = _two_forward_producers("reader_forward_ordered")
+    dag.get_task("a") >> dag.get_task("c")
+    assert len(read_dag(dag).regions) == 3
+    # Ordered the other way round (against the plan's region order) is as good: c's region runs first.
+    dag = _two_forward_producers("reader_forward_ordered_back")
+    dag.get_task("c") >> dag.get_task("a")
+    assert len(read_dag(dag).regions) == 3
+    # A fixed parallelism decides nothing at run time.
+    with DAG("reader_forward_fixed", schedule=None, start_date=START) as dag:
+        a, c = Stage(task_id="a", parallelism=4), Stage(task_id="c")
+        Stage(task_id="b", inputs={"x": Input(a, **BLOCKING_FORWARD), "y": Input(c, **BLOCKING_FORWARD)})
+    assert len(read_dag(dag).regions) == 3
+
+
+def test_a_forward_group_in_a_region_and_its_downstream_regions_is_read() -> None:
+    # a's region runs before both b's and c's (its blocking forward consumers): it decides, they follow.
+    with DAG("reader_forward_fan_out", schedule=None, start_date=START) as dag:
+        a = Stage(task_id="a")
+        Stage(task_id="b", inputs={"x": Input(a, **BLOCKING_FORWARD)})
+        Stage(task_id="c", inputs={"x": Input(a, **BLOCKING_FORWARD)})
+    assert len(read_dag(dag).regions) == 3

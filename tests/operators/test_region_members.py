@@ -4,7 +4,9 @@ One real run (``dag.test``, the embedded local Spark: one spark-submit) of a reg
 ``a -> b -> c`` and ``a -> d`` (pipelined), three with their own ``spark_conf``, is shared by the module's
 tests. Each stage reads back from its session what it runs with, next to what a session no stage touched says
 (``spark.newSession()``); ``c`` and ``d`` commit the readings they were handed and their own, ``c`` at an
-``output_path`` templated with its own task, task instance and params (the leader ``a`` renders it).
+``output_path`` templated with its own task, task instance and params (the leader ``a`` renders it). Two more
+regions, ``y`` (run after ``c``) and ``z`` (fed forward by ``c`` and ``y``), put one forward group over three
+regions.
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ def d(spark, rows):
     return rows.unionByName(readings(spark, "d"))
 
 
+def y(spark):
+    return spark.range(0, 3).withColumnRenamed("id", "n")
+
+
+def z(spark, made, late):
+    return made.groupBy("stage").count().crossJoin(late)
+
+
 with DAG(
     "region_members", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), params={"part": "dag"}
 ):
@@ -91,13 +101,19 @@ with DAG(
         spark_conf={"spark.sql.session.timeZone": "America/Lima"},
     )
     Stage(task_id="d", python_callable=d, inputs={"rows": Input(first, mode="pipelined")})
-    Stage(
+    third = Stage(
         task_id="c",
         python_callable=c,
         inputs={"rows": Input(second, mode="pipelined")},
         params={"part": "own"},
         output_path="exports/{{ dag.dag_id }}/{{ task.task_id }}-{{ ti.task_id }}-{{ params.part }}",
     )
+    # One forward group {c, y, z} over three regions: c's region runs first (c >> y) and decides it.
+    late = Stage(task_id="y", python_callable=y)
+    third >> late
+    forward = {"mode": "blocking", "distribution": "forward"}
+    Stage(task_id="z", python_callable=z, max_parallelism=6,
+          inputs={"made": Input(third, **forward), "late": Input(late, **forward)})
 """
 
 
@@ -159,3 +175,20 @@ def test_lazy_handover_is_computed_once_per_reader_as_documented(region_run: tup
     lines = count_file.read_text().splitlines()
     rows = 6  # a's readings: one row per key
     assert len(lines) == 2 * rows and set(lines) == {"a"}
+
+
+def test_forward_group_over_regions_is_decided_once(region_run: tuple[str, Any]) -> None:
+    """{c, y, z} is one forward group in three regions: c's (run first) decides it; y, in a region with no
+    forward edge from c's, takes c's value from c's trace instead of deciding its own (a source: the group's
+    max, 6), and z, fed forward by both, runs with it too. Spark ran each with that many shuffle partitions."""
+    run_id, state = region_run
+    assert state == "success"
+    traces = run_xcoms(DAG_ID, run_id, "finegrained_trace")
+    c, y, z = traces["c"], traces["y"], traces["z"]
+    assert len({c["region"], y["region"], z["region"]}) == 3
+    assert c["parallelism"] < 6  # c decides from its few bytes, within the group's [.., 6]
+    assert y["rule"] == "forward group: same as 'c'"
+    assert z["rule"] == "forward edge: same as 'c'"
+    assert y["parallelism"] == z["parallelism"] == c["parallelism"]
+    for trace in (y, z):
+        assert trace["spark_conf"]["spark.sql.shuffle.partitions"] == str(c["parallelism"])
