@@ -60,6 +60,21 @@ def _start_in_background(request: SubmitRequest) -> tuple[SparkSubmitProcess, li
     return process, results, waiter
 
 
+def _kill_detached_then_die(cluster: StandaloneCluster, driver_id: str) -> int | None:
+    """Call kill_detached in a process, SIGKILL that process once its killer child runs; its exit code."""
+    code = (
+        "from airflow_provider_finegrained.launchers.standalone.client import kill_detached;"
+        f"kill_detached({cluster.master_url!r}, {driver_id!r}, webui_json_url={cluster.json_url!r})"
+    )
+    caller = psutil.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while not any("launchers.standalone.client" in " ".join(c.cmdline()) for c in caller.children()):
+        assert time.monotonic() < deadline and caller.poll() is None, "kill_detached started no killer"
+        time.sleep(0.1)
+    caller.kill()
+    return caller.wait(timeout=10)
+
+
 def test_a_python_application_runs_its_driver_on_a_worker_and_finishes(
     standalone_cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
@@ -174,11 +189,19 @@ def test_long_running_drivers_are_killed_with_everything_they_started(
 
         first, second = (p.driver_id for p, _, _ in runs)
         assert first is not None and second is not None
+        # The first through kill_detached, from a process SIGKILLed once it has started the kill, as Airflow's
+        # supervisor SIGKILLs a task it told to stop: the kill outlives its caller and still lands.
         started = time.monotonic()
-        state = drivers.kill_driver(standalone_cluster.master_url, first, webui_json_url=standalone_cluster.json_url)
+        caller = _kill_detached_then_die(standalone_cluster, first)
+        json_url = standalone_cluster.json_url
+        deadline = time.monotonic() + 120
+        while drivers.driver_state(json_url, first) not in drivers.FINAL_DRIVER_STATES or drivers.application_running(
+            json_url, app_ids[0]
+        ):
+            assert time.monotonic() < deadline, f"driver {first} outlived its killed caller (exit {caller})"
+            time.sleep(0.5)
         kill_with_json_s = time.monotonic() - started
-        assert state == "KILLED"
-        assert not drivers.application_running(standalone_cluster.json_url, app_ids[0])
+        assert drivers.driver_state(json_url, first) == "KILLED"
         started = time.monotonic()
         assert drivers.kill_driver(standalone_cluster.master_url, second) == "KILLED"
         kill_with_client_s = time.monotonic() - started

@@ -9,8 +9,11 @@ application and its executors are gone. The programs that run next to the driver
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -227,3 +230,58 @@ def _quiet_application_id(webui_json_url: str, driver_id: str) -> str | None:
         return driver_application_id(webui_json_url, driver_id)
     except (DriverNotFoundError, HttpRequestError):
         return None
+
+
+_NOT_FOUND_EXIT = 3
+
+
+def kill_detached(
+    master_url: str,
+    driver_id: str,
+    spark_home: str | None = None,
+    webui_json_url: str | None = None,
+    timeout_s: float = 120.0,
+) -> str:
+    """:func:`kill_driver` in a process of its own session, which finishes the kill if this one is killed.
+
+    Airflow's supervisor SIGKILLs a task a few seconds after telling it to stop (a run marked failed, a
+    try superseded), sooner than Spark's submission client, a JVM, reaches the master: a kill run inside
+    the task died with it and left the driver running. Same errors as :func:`kill_driver`.
+    """
+    _check_driver_id(driver_id)
+    argv = [sys.executable, "-m", __name__, master_url, driver_id, "--timeout", str(timeout_s)]
+    argv += ["--spark-home", spark_home] if spark_home else []
+    argv += ["--json-url", webui_json_url] if webui_json_url else []
+    done = subprocess.run(
+        argv, capture_output=True, text=True, check=False, start_new_session=True, timeout=timeout_s + 60
+    )
+    message = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    if done.returncode == _NOT_FOUND_EXIT:
+        raise DriverNotFoundError(message)
+    if done.returncode != 0:
+        raise DriverKillError(f"killing {driver_id} on {master_url} failed: {message}")
+    return done.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ...launchers.standalone.client MASTER DRIVER_ID``: what :func:`kill_detached` runs."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("master_url")
+    parser.add_argument("driver_id")
+    parser.add_argument("--spark-home")
+    parser.add_argument("--json-url")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    try:
+        print(kill_driver(args.master_url, args.driver_id, args.spark_home, None, args.json_url, args.timeout))
+    except DriverNotFoundError as exc:
+        print(str(exc).replace("\n", " "), file=sys.stderr)
+        return _NOT_FOUND_EXIT
+    except (DriverKillError, HttpRequestError, OSError, ValueError) as exc:
+        print(str(exc).replace("\n", " "), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,7 +20,7 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.links import quote
 from airflow_provider_finegrained.launchers.master import MasterKind
-from airflow_provider_finegrained.launchers.standalone.client import driver_state, kill_driver, read_driver_log
+from airflow_provider_finegrained.launchers.standalone.client import driver_state, kill_detached, read_driver_log
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest, python_runner_jar, standalone_driver_path
@@ -108,9 +108,12 @@ class StandaloneLauncher(SparkSubmitLauncher):
 
 
 def kill_on_master(settings: ConnectionSettings, driver_id: str) -> str:
-    """Kill a cluster-mode driver through the connection's first master; say how it ended."""
+    """Kill a cluster-mode driver through the connection's first master; say how it ended.
+
+    The kill outlives this process (:func:`~.client.kill_detached`): Airflow may SIGKILL a stopped task first.
+    """
     urls = settings.webui_json_urls()
-    state = kill_driver(
+    state = kill_detached(
         settings.master.split(",")[0],
         driver_id,
         spark_home=settings.spark_home,
