@@ -8,6 +8,7 @@ Java, the project's virtual environment and the Maven jars it resolved. Needs ro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -198,7 +199,11 @@ def _make(host: Host, etc_hosts: Path) -> None:
     _sh(*inside, "ip", "link", "set", "eth0", "up")
     _sh(*inside, "ip", "link", "set", "lo", "up")
     _sh(*inside, "ip", "route", "add", "default", "via", GATEWAY)
-    script = [f"hostname {host.hostname}", f"mount --bind {etc_hosts} /etc/hosts", f"mount --bind {host.folder / 'home'} {HOME}"]
+    script = [
+        f"hostname {host.hostname}",
+        f"mount --bind {etc_hosts} /etc/hosts",
+        f"mount --bind {host.folder / 'home'} {HOME}",
+    ]
     for source, target in _software_mounts():
         script.append(f"mkdir -p {target} && mount --bind {source} {target} && mount -o remount,bind,ro {target}")
     # /tmp last: the state folder may itself be under the machine's /tmp.
@@ -222,10 +227,8 @@ def stop_processes(host: Host, grace: float = 10.0) -> None:
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         pids = host.pids()
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + wait
         while host.pids() and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rehearsal.hosts import HostError
-from rehearsal.services import AIRFLOW, BUCKET, REPO, S3_KEY, S3_SECRET, VENV_BIN, Layout, wait_for
+from rehearsal.services import BUCKET, REPO, S3_KEY, S3_SECRET, VENV_BIN, Layout, wait_for
 
 TPCH_SCALE = 0.01
 
@@ -35,12 +36,29 @@ def s3_options(plan: Layout) -> dict[str, Any]:
     return {"key": S3_KEY, "secret": S3_SECRET, "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
 
 
+def api(plan: Layout, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """Airflow's REST API on host A (``/api/v2``), as any client reaches it; the answer's JSON."""
+    base = f"http://{plan.control.address}:8080"
+    with urllib.request.urlopen(base + "/auth/token", timeout=30) as response:
+        token = json.load(response)["access_token"]  # SimpleAuthManager with every user an admin
+    request = urllib.request.Request(
+        base + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)
+
+
 def trigger(plan: Layout, dag_id: str, run_id: str, conf: dict[str, Any] | None = None) -> None:
-    a = plan.control
-    env = plan.airflow_env(a)
-    wait_for(f"{dag_id} parsed on host A", lambda: bool(psql(plan, f"select 1 from dag where dag_id = '{dag_id}'")), 180)
-    a.run([AIRFLOW, "dags", "unpause", dag_id], env=env)
-    a.run([AIRFLOW, "dags", "trigger", dag_id, "--run-id", run_id, "--conf", json.dumps(conf or {})], env=env)
+    wait_for(
+        f"{dag_id} parsed on host A", lambda: bool(psql(plan, f"select 1 from dag where dag_id = '{dag_id}'")), 180
+    )
+    api(plan, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    api(
+        plan, "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
+    )
 
 
 def run_state(plan: Layout, dag_id: str, run_id: str) -> str:
@@ -70,7 +88,16 @@ def task_hosts(plan: Layout, dag_id: str, run_id: str) -> dict[str, dict[str, An
 def stage_results(plan: Layout, dag_id: str, run_id: str) -> dict[str, Any]:
     """The provider's own report of the run (traces, outputs, plans), read on host A."""
     a = plan.control
-    argv = [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "report", dag_id, "--run-id", run_id, "--json"]
+    argv = [
+        str(VENV_BIN / "python"),
+        "-m",
+        "airflow_provider_finegrained",
+        "report",
+        dag_id,
+        "--run-id",
+        run_id,
+        "--json",
+    ]
     out = a.run(argv, env=plan.airflow_env(a)).stdout
     stages: dict[str, Any] = json.loads(out[out.index("{") :])["stages"]
     return stages
@@ -95,7 +122,7 @@ def upload_tpch(plan: Layout, scale: float = TPCH_SCALE) -> tuple[Path, str]:
     import s3fs
 
     sys.path.insert(0, str(REPO / "dags_examples"))
-    from tpch_data import generate
+    from tpch_data import generate  # type: ignore[import-not-found]
 
     local = plan.control.state / f"tpch-sf{scale}"
     generate(scale, local)

@@ -70,6 +70,9 @@ class Layout:
             "AIRFLOW__API__SECRET_KEY": self.secrets["api"],
             "AIRFLOW__API__BASE_URL": f"http://{a}:8080",
             "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
+            # A worker host cut off stops heartbeating: its task is failed (and retried elsewhere) after 60 s.
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "10",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "AIRFLOW__FINEGRAINED__WARM_POOL": "off",
             "PYTHONPATH": str(REPO / "dags_examples"),
@@ -108,7 +111,7 @@ def wait_for(what: str, ready: Callable[[], bool], timeout: float, logs: Path | 
 
 
 def http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - rehearsal addresses only
+    with urllib.request.urlopen(url, timeout=5) as response:
         return bool(response.status == 200)
 
 
@@ -194,9 +197,9 @@ def start_spark(layout: Layout, cores: int = SPARK_CORES, memory: str = SPARK_ME
                      env)  # fmt: skip
 
     def alive() -> bool:
-        with urllib.request.urlopen(f"http://{d.address}:8080/json/", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(f"http://{d.address}:8080/json/", timeout=5) as response:
             status = json.load(response)
-        return sum(w["state"] == "ALIVE" for w in status["workers"]) == len(layout.spark_workers)
+        return bool(sum(w["state"] == "ALIVE" for w in status["workers"]) == len(layout.spark_workers))
 
     wait_for("the Spark workers", alive, 120, d.logs)
     return master
@@ -208,8 +211,8 @@ def start_s3(layout: Layout) -> str:
     d.spawn("s3", [str(VENV_BIN / "moto_server"), "-H", d.address, "-p", "5000"], {})
     endpoint = f"http://{d.hostname}:5000"
     wait_for("the S3 API on host D", lambda: http_ok(f"http://{d.address}:5000/moto-api/"), 60, d.logs)
-    request = urllib.request.Request(f"http://{d.address}:5000/{BUCKET}", method="PUT")  # noqa: S310
-    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
+    request = urllib.request.Request(f"http://{d.address}:5000/{BUCKET}", method="PUT")
+    urllib.request.urlopen(request, timeout=10).close()
     return endpoint
 
 
@@ -226,7 +229,9 @@ def add_connections(layout: Layout, master: str, endpoint: str, jars: Sequence[s
     extra.update(storage_conn_id="lake", deploy_mode="client", warm_pool="off")
     extra["spark_conf"] = {"spark.jars": ",".join(jars), "spark.pyspark.python": str(VENV_BIN / "python")}
     spark = {"conn_type": "finegrained_spark", "host": master, "extra": extra}
-    for conn_id, conn in (("lake", lake), ("finegrained_spark_default", spark)):
+    cluster = {**spark, "extra": {**extra, "deploy_mode": "cluster"}}
+    connections = (("lake", lake), ("finegrained_spark_default", spark), ("finegrained_spark_cluster", cluster))
+    for conn_id, conn in connections:
         a.run([AIRFLOW, "connections", "delete", conn_id], env=env, check=False)
         a.run([AIRFLOW, "connections", "add", conn_id, "--conn-json", json.dumps(conn)], env=env)
 

@@ -44,6 +44,22 @@ ensure_maven() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq maven >/dev/null
 }
 
+ensure_rehearsal_packages() {
+    # The multi-host rehearsal (rehearsal/, tests/rehearsal): PostgreSQL, Redis and namespaces tools, from
+    # Debian. Called by test.sh and rehearsal.sh only: the quick start needs none of them.
+    local missing=()
+    [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
+    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+    [ ${#missing[@]} -eq 0 ] && return
+    log "installing ${missing[*]} with apt (the multi-host rehearsal)"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
 ensure_venv() {
     command -v "$PYTHON_BIN" >/dev/null 2>&1 || PYTHON_BIN=python3
     "$PYTHON_BIN" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {

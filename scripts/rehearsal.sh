@@ -8,17 +8,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/bootstrap.sh
-ensure_debian_packages() {
-    local missing=()
-    [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
-    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-    command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
-    [ ${#missing[@]} -eq 0 ] && return
-    echo "[rehearsal] installing ${missing[*]} with apt" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-}
 [ "$(id -u)" -eq 0 ] || { echo "[rehearsal] needs root (network and mount namespaces)" >&2; exit 1; }
-ensure_debian_packages
+ensure_rehearsal_packages
 exec python -m rehearsal "$@"

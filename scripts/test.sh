@@ -13,6 +13,7 @@ echo "== mypy"
 mypy
 echo "== pytest"
 bash scripts/install_browser.sh
+ensure_rehearsal_packages
 python -m tests.jvm_start  # a class-data archive for the tests' Spark JVMs (tests/jvm_start.py)
 if [ "$#" -eq 0 ]; then
     echo "== security trial matrix, short form (docs/security.md)"
