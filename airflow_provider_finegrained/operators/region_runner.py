@@ -169,6 +169,7 @@ class RegionRunner:
         self._launcher: Launcher | None = None
         self._handle: LaunchHandle | None = None
         self._remote: RemoteApplication | None = None
+        self._grant: Grant | None = None
         self._stored = False  # whether the task state store holds a handle this run must delete when done
         self._killed = False
         self.unknown_wait_s = UNKNOWN_WAIT_S
@@ -215,6 +216,7 @@ class RegionRunner:
             timings["decide_s"] = time.perf_counter() - clock
             return self.launch_and_collect(launcher, carrier, decision, inputs, capacity, timings)
         finally:
+            self._grant = None
             grant.release()
 
     def render_members(self) -> None:
@@ -231,6 +233,11 @@ class RegionRunner:
     def kill(self) -> None:
         """Stop the region's application wherever it runs (the launcher knows how)."""
         self._killed = True
+        grant, self._grant = self._grant, None
+        if grant is not None:
+            # First, and fast: Airflow SIGKILLs a stopped task within seconds, and a reservation left behind would
+            # hold the cluster's capacity from every other region until it goes stale (15 min from another host).
+            grant.release()
         launcher, remote = self._launcher, self._remote
         if remote is not None:  # reattached: no process of this try runs it
             self.log.info("Region %s: %s", self.region, remote.kill())
@@ -539,6 +546,7 @@ class RegionRunner:
                 f"{exc}; the task fails and Airflow retries it if it has retries left"
             ) from None
         self.log.info("Capacity for region %s: %s", self.region, grant.decision.message)
+        self._grant = grant
         return grant
 
     # ------------------------------------------------------------------ 5. launch
