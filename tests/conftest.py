@@ -162,6 +162,25 @@ def hadoop_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Spark standalone cluster on 127.0.0.1 (2 workers x 2 cores x 4g) for the session: tests/cluster's,
+    and the warm pool's on a cluster (tests/warm/test_standalone.py), one cluster start for both."""
+    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+    from tests.cluster.conftest import assert_all_gone
+
+    work_dir: Path = tmp_path_factory.mktemp("standalone")
+    cluster = start_local_cluster(str(work_dir), workers=2, cores_per_worker=2, memory_per_worker="4g")
+    try:
+        yield cluster
+    finally:
+        # Whatever the tests left running (drivers, executors) is part of the cluster and goes with it.
+        pids = [p.pid for p in cluster.processes()]
+        cluster.stop()
+        assert cluster.processes() == []
+        assert_all_gone(pids)
+
+
+@pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     """The URL of a moto S3 server on 127.0.0.1 (a free port) with the bucket ``S3_BUCKET``, for the session.
 

@@ -1,14 +1,11 @@
-"""A real Spark standalone cluster on 127.0.0.1 (2 workers x 2 cores x 4g), shared by the tests of this folder."""
+"""Helpers for the tests on a real Spark standalone cluster (the session's ``standalone_cluster``, 2 workers x 2 cores
+x 4g on 127.0.0.1, is in tests/conftest.py: tests/warm shares it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-import pytest
-
-from airflow_provider_finegrained.spark.standalone import StandaloneCluster, start_local_cluster
 
 
 def assert_all_gone(pids: list[int]) -> None:
@@ -21,20 +18,6 @@ def assert_all_gone(pids: list[int]) -> None:
         except psutil.NoSuchProcess:
             pass
     assert alive == [], f"processes still running: {alive}"
-
-
-@pytest.fixture(scope="session")
-def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    work_dir: Path = tmp_path_factory.mktemp("standalone")
-    cluster = start_local_cluster(str(work_dir), workers=2, cores_per_worker=2, memory_per_worker="4g")
-    try:
-        yield cluster
-    finally:
-        # Whatever the tests left running (drivers, executors) is part of the cluster and goes with it.
-        pids = [p.pid for p in cluster.processes()]
-        cluster.stop()
-        assert cluster.processes() == []
-        assert_all_gone(pids)
 
 
 def sleeping_app(tmp_path: Path) -> str:
