@@ -96,6 +96,8 @@ class _Detach(Exception):
 
 
 APPLICATION_KEY = "finegrained_region_application"
+FOLLOWER_KEY = "followed_by_try"
+"""In the stored handle: the later try that reattached to the application (the submitting try must not kill it)."""
 """Task state store key of the region's cluster-mode application (``LaunchHandle.to_dict``).
 Renaming it breaks the reattach of tries already running."""
 
@@ -193,6 +195,7 @@ class RegionRunner:
                 {"mode": "cold", "reason": reason},
                 {"outcome": "reattached", "message": f"capacity was granted to try {handle.try_number}"},
             )
+            self.adopt(handle)
             return self.follow(handle, facts, status)
         self.folder.reset(self.members)
         self.render_members()
@@ -239,6 +242,12 @@ class RegionRunner:
             # hold the cluster's capacity from every other region until it goes stale (15 min from another host).
             grant.release()
         launcher, remote = self._launcher, self._remote
+        follower = self.follower()
+        if remote is None and follower is not None:
+            # A try cut off from Airflow (its host lost the network) is stopped when it comes back: the retry
+            # that reattached owns the application now, and killing it would fail the retry too.
+            self.log.info("Region %s: try %d follows the application now; leaving it running", self.region, follower)
+            return
         if remote is not None:  # reattached: no process of this try runs it
             self.log.info("Region %s: %s", self.region, remote.kill())
         elif launcher is not None:
@@ -328,6 +337,24 @@ class RegionRunner:
             handle.remote_id,
             handle.try_number,
         )
+
+    def adopt(self, handle: LaunchHandle) -> None:
+        """Record that this try follows ``handle``'s application, so the try that submitted it leaves it running."""
+        store = self.run.state_store
+        if store is not None:
+            store.set(APPLICATION_KEY, {**handle.to_dict(), FOLLOWER_KEY: self.run.try_number})
+
+    def follower(self) -> int | None:
+        """A later try that follows the application this try submitted, if one does."""
+        store = self.run.state_store
+        if self._handle is None or store is None:
+            return None
+        try:
+            saved = store.get(APPLICATION_KEY) or {}
+        except Exception:
+            return None
+        follower = saved.get(FOLLOWER_KEY) if saved.get("try_number") == self._handle.try_number else None
+        return follower if isinstance(follower, int) and follower > self._handle.try_number else None
 
     def forget(self) -> None:
         """The application ended and was collected: a later try (or a cleared task) submits its own."""

@@ -216,3 +216,37 @@ def test_deferrable_defaults_to_the_configuration(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("AIRFLOW__FINEGRAINED__DEFAULT_DEFERRABLE", "false")
         assert SparkStageOperator(task_id="c", python_callable=print).deferrable is False
         assert SparkStageOperator(task_id="d", python_callable=print, deferrable=True).deferrable is True
+
+
+class Launcher:
+    """Records the kills a runner asks of its launcher."""
+
+    def __init__(self) -> None:
+        self.killed: list[LaunchHandle | None] = []
+
+    def kill(self, handle: LaunchHandle | None) -> str:
+        self.killed.append(handle)
+        return "killed"
+
+
+@pytest.mark.parametrize(("follower", "kills"), [(None, True), (1, True), (2, False)])
+def test_a_superseded_try_leaves_the_application_its_retry_follows_running(
+    manager: FakeManager,  # noqa: F811
+    tmp_path: Path,
+    follower: int | None,
+    kills: bool,
+) -> None:
+    """Try 1's host lost the network; try 2 reattached. When try 1 comes back, Airflow stops it: its kill must
+    not end the application try 2 follows (it did on the multi-host rehearsal, failing try 2 as well)."""
+    manager.drivers[DRIVER_ID] = "RUNNING"
+    store = Store(**{APPLICATION_KEY: HANDLE.to_dict()})
+    if follower is not None:
+        retry = runner(manager, tmp_path, store)  # TaskInstance.try_number is 2
+        retry.run = dataclasses.replace(retry.run, try_number=follower) if follower != 2 else retry.run
+        retry.adopt(HANDLE)
+        assert LaunchHandle.from_dict(store.values[APPLICATION_KEY]) == HANDLE  # still a handle a retry reads
+    first = runner(manager, tmp_path, store)
+    first._handle, launcher = HANDLE, Launcher()  # what try 1 submitted and launched
+    first._launcher = launcher  # type: ignore[assignment]
+    first.kill()
+    assert launcher.killed == ([HANDLE] if kills else [])
