@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rehearsal import hosts, services
 from rehearsal.runs import run_dags
-from rehearsal.trials import cut_worker
+from rehearsal.trials import TRIALS
 
 STATE = Path("/var/tmp/fg-rehearsal")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -22,6 +22,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DAGS = [
     services.REPO / "rehearsal" / "dags" / "spread_region.py",
     services.REPO / "rehearsal" / "dags" / "cut_region.py",
+    services.REPO / "rehearsal" / "dags" / "lose_worker.py",
     services.REPO / "dags_examples" / "tpch_pipeline.py",
     services.REPO / "dags_examples" / "tpch_queries.py",
 ]
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=STATE, help=f"the rehearsal's folder (default {STATE})")
     parser.add_argument("--hosts", default="abcdef", help="host letters; 'abcde' leaves out the second Spark worker")
     parser.add_argument("--dags", default="spread_region,tpch_pipeline", help="DAG ids for run (comma-separated)")
-    parser.add_argument("--trials", default="cluster,client", help="deploy modes of the cut-worker trial, for trial")
+    parser.add_argument("--trials", default=",".join(TRIALS), help=f"trials to run, of {', '.join(TRIALS)}")
     parser.add_argument("--runs", type=int, default=1, help="how many times each trial runs, for trial")
     args = parser.parse_args(argv)
     args.state.mkdir(parents=True, exist_ok=True)
@@ -74,14 +75,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r["ok"] for r in results) else 1
     elif args.action == "trial":
         plan = services.layout(all_hosts, args.state)
-        outcomes = [cut_worker(plan, mode) for _ in range(args.runs) for mode in args.trials.split(",")]
+        names = args.trials.split(",")
+        unknown = sorted(set(names) - set(TRIALS))
+        if unknown:
+            parser.error(f"--trials: unknown {', '.join(unknown)}; allowed: {', '.join(TRIALS)}")
+        outcomes = [TRIALS[name](plan) for _ in range(args.runs) for name in names]
         RESULTS.mkdir(parents=True, exist_ok=True)
         with open(RESULTS / "trials.jsonl", "a") as out:
             for outcome in outcomes:
                 out.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **outcome}) + "\n")
-        for mode in args.trials.split(","):
-            mine = [o for o in outcomes if o["trial"] == f"cut_worker_{mode}"]
-            print(f"cut_worker_{mode}: {sum(o['survived'] for o in mine)} of {len(mine)} survived")
+        for name in names:
+            mine = [o for o in outcomes if o["trial"] == name]
+            print(f"{name}: {sum(o['survived'] for o in mine)} of {len(mine)} survived")
         return 0 if all(o["survived"] for o in outcomes) else 1
     elif args.action == "status":
         print(json.dumps({h.hostname: len(h.pids()) for h in all_hosts}, indent=1))

@@ -222,26 +222,26 @@ def _make(host: Host, etc_hosts: Path) -> None:
     )
 
 
-def stop_processes(host: Host, grace: float = 10.0) -> None:
-    """SIGTERM every process on the host, SIGKILL what is left after ``grace`` seconds."""
+def stop_processes(some: Sequence[Host], grace: float = 10.0) -> None:
+    """SIGTERM every process on the hosts at once, SIGKILL what is left after ``grace`` seconds."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        pids = host.pids()
-        for pid in pids:
+        for pid in (pid for host in some for pid in host.pids()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait
-        while host.pids() and time.monotonic() < deadline:
+        while any(host.pids() for host in some) and time.monotonic() < deadline:
             time.sleep(0.2)
-    if host.pids():
-        raise HostError(f"{host.hostname}: processes {host.pids()} survived SIGKILL")
+    left = {host.hostname: host.pids() for host in some if host.pids()}
+    if left:
+        raise HostError(f"processes survived SIGKILL: {left}")
 
 
 def down(all_hosts: Sequence[Host]) -> None:
     """Stop every process on every host, remove the namespaces and the bridge; nothing is left."""
     existing = set(_sh("ip", "netns", "list", check=False).stdout.split())
+    stop_processes([host for host in all_hosts if host.netns in existing])
     for host in all_hosts:
         if host.netns in existing:
-            stop_processes(host)
             _sh("ip", "netns", "del", host.netns)
         _sh("ip", "link", "del", f"{host.netns}-br", check=False)
         for kind in ("mnt", "uts"):

@@ -70,9 +70,9 @@ class Layout:
             "AIRFLOW__API__SECRET_KEY": self.secrets["api"],
             "AIRFLOW__API__BASE_URL": f"http://{a}:8080",
             "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "10",
-            # A worker host cut off stops heartbeating: its task is failed (and retried elsewhere) after 60 s.
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "10",
+            # A worker host cut off stops heartbeating: its task is failed (and retried elsewhere) after 30 s.
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "AIRFLOW__FINEGRAINED__WARM_POOL": "off",
             "PYTHONPATH": str(REPO / "dags_examples"),
@@ -179,30 +179,39 @@ def workers_online(layout: Layout) -> set[str]:
     return set(json.loads(lines[-1])) if lines else set()
 
 
-def start_spark(layout: Layout, cores: int = SPARK_CORES, memory: str = SPARK_MEMORY) -> str:
-    """The standalone master on D and a worker on each Spark worker host; the master URL."""
+SPARK_ENV = {"SPARK_LOG_DIR": "/tmp/spark-logs", "SPARK_NO_DAEMONIZE": "1"}
+
+
+def _spark_class() -> str:
     import pyspark
 
-    spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+def start_spark(layout: Layout, cores: int = SPARK_CORES, memory: str = SPARK_MEMORY) -> str:
+    """The standalone master on D and a worker on each Spark worker host; the master URL."""
     d = layout.spark_master
     master = f"spark://{d.hostname}:7077"
-    env = {"SPARK_LOG_DIR": "/tmp/spark-logs", "SPARK_NO_DAEMONIZE": "1"}
-    d.spawn("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", d.hostname,
-                             "--port", "7077", "--webui-port", "8080"], env)  # fmt: skip
+    d.spawn("spark-master", [_spark_class(), "org.apache.spark.deploy.master.Master", "--host", d.hostname,
+                             "--port", "7077", "--webui-port", "8080"], SPARK_ENV)  # fmt: skip
     wait_for("the Spark master on host D", lambda: http_ok(f"http://{d.address}:8080/json/"), 90, d.logs)
     for worker in layout.spark_workers:
-        worker.spawn("spark-worker", [spark_class, "org.apache.spark.deploy.worker.Worker", "--host",
-                                      worker.hostname, "--cores", str(cores), "--memory", memory,
-                                      "--work-dir", "/tmp/spark-work", "--webui-port", "8081", master],
-                     env)  # fmt: skip
-
-    def alive() -> bool:
-        with urllib.request.urlopen(f"http://{d.address}:8080/json/", timeout=5) as response:
-            status = json.load(response)
-        return bool(sum(w["state"] == "ALIVE" for w in status["workers"]) == len(layout.spark_workers))
-
-    wait_for("the Spark workers", alive, 120, d.logs)
+        start_spark_worker(worker, master, cores, memory)
+    wait_for("the Spark workers", lambda: alive_spark_workers(layout) == len(layout.spark_workers), 120, d.logs)
     return master
+
+
+def start_spark_worker(worker: Host, master: str, cores: int = SPARK_CORES, memory: str = SPARK_MEMORY) -> None:
+    """A Spark standalone worker on ``worker``, registering with ``master``."""
+    argv = [_spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", worker.hostname, "--cores", str(cores),
+            "--memory", memory, "--work-dir", "/tmp/spark-work", "--webui-port", "8081", master]  # fmt: skip
+    worker.spawn("spark-worker", argv, SPARK_ENV)
+
+
+def alive_spark_workers(layout: Layout) -> int:
+    with urllib.request.urlopen(f"http://{layout.spark_master.address}:8080/json/", timeout=5) as response:
+        status = json.load(response)
+    return sum(w["state"] == "ALIVE" for w in status["workers"])
 
 
 def start_s3(layout: Layout) -> str:

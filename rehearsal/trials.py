@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
-from rehearsal.hosts import Host
+from rehearsal.hosts import Host, stop_processes
 from rehearsal.runs import psql, read_output, stage_results, task_hosts, trigger, wait_run
-from rehearsal.services import Layout, wait_for
+from rehearsal.services import Layout, alive_spark_workers, start_spark_worker, wait_for
 
 HOLD_S = 60
 """How long the leader's driver waits before its job: time for the trial to find and cut its host."""
@@ -64,7 +65,8 @@ def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after
         victim.plug()
     tasks = task_hosts(plan, dag_id, run_id)
     apps = [app for app in spark_apps(plan) if app["id"] not in known]
-    result: dict[str, Any] = {"trial": f"cut_worker_{mode}", "heal": heal, "run_id": run_id, "cut": victim.hostname,
+    name = f"cut_worker_{mode}" + ("_heal" if heal == "mid_retry" else "")
+    result: dict[str, Any] = {"trial": name, "heal": heal, "run_id": run_id, "cut": victim.hostname,
                               "state": state, "tasks": tasks,
                               "applications": [(app["id"], app.get("state")) for app in apps]}  # fmt: skip
     if state == "success":
@@ -77,3 +79,57 @@ def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after
         state == "success" and moved and result.get("answers_equal") and (one_app if mode == "cluster" else True)
     )
     return result
+
+
+def lose_spark_worker(plan: Layout, task_s: int = 10) -> dict[str, Any]:
+    """One trial: every process on Spark worker host E dies (a lost machine) while a stage's tasks run on it.
+
+    Survived when Spark ran the lost tasks again on F, the run succeeds with the right answer in one try, and
+    the stage's progress lines in the task log say tasks failed. E's worker is started again afterwards.
+    """
+    dag_id, run_id = "lose_worker", f"lose-worker-{int(time.time())}"
+    lost = plan.spark_workers[0]
+    known = {app["id"] for app in spark_apps(plan)}
+    trigger(plan, dag_id, run_id, {"task_s": task_s})
+
+    def on_both_workers() -> bool:
+        return any(app["id"] not in known and app.get("cores") == len(plan.spark_workers) for app in spark_apps(plan))
+
+    wait_for(f"{dag_id}'s application on both Spark workers", on_both_workers, 240)
+    time.sleep(task_s / 2)  # mid-task
+    stop_processes([lost], grace=0.0)
+    try:
+        state = wait_run(plan, dag_id, run_id, timeout=600)
+    finally:
+        start_spark_worker(lost, f"spark://{plan.spark_master.hostname}:7077")
+        wait_for("the lost Spark worker back", lambda: alive_spark_workers(plan) == len(plan.spark_workers), 120)
+    tasks = task_hosts(plan, dag_id, run_id)
+    result: dict[str, Any] = {"trial": "lose_spark_worker", "run_id": run_id, "lost": lost.hostname, "state": state,
+                              "tasks": tasks}  # fmt: skip
+    if state == "success":
+        stages = stage_results(plan, dag_id, run_id)
+        rows = read_output(plan, stages["slow_rows"]["output"]["path"]).to_pylist()
+        result["answers_equal"] = sorted((r["n"], r["square"]) for r in rows) == [(n, n * n) for n in range(8)]
+        host = next(w for w in plan.workers if w.hostname == tasks["slow_rows"]["host"])
+        logs = host.folder / "home" / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        text = "".join(p.read_text(errors="replace") for p in logs.rglob("attempt=*.log"))
+        result["log_says_failed"] = " failed" in text and "[finegrained] stage slow_rows" in text
+    else:
+        result["log_says_failed"] = False
+    result["survived"] = bool(
+        state == "success"
+        and tasks["slow_rows"]["try"] == 1
+        and result.get("answers_equal")
+        and result.get("log_says_failed")
+    )
+    return result
+
+
+TRIALS: dict[str, Callable[[Layout], dict[str, Any]]] = {
+    "cut_worker_cluster": lambda plan: cut_worker(plan, "cluster"),
+    "cut_worker_client": lambda plan: cut_worker(plan, "client"),
+    # Held long enough that the retry reattaches to a running application before the cut host comes back.
+    "cut_worker_cluster_heal": lambda plan: cut_worker(plan, "cluster", hold_s=150, heal="mid_retry"),
+    "lose_spark_worker": lose_spark_worker,
+}
+"""Every trial ``python -m rehearsal trial --trials`` knows, by name."""
