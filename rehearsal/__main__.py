@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from rehearsal import hosts, services
-from rehearsal.runs import run_dags
+from rehearsal.runs import run_dags, set_connection_extra
 from rehearsal.trials import TRIALS
 
 STATE = Path("/var/tmp/fg-rehearsal")
@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=STATE, help=f"the rehearsal's folder (default {STATE})")
     parser.add_argument("--hosts", default="abcdef", help="host letters; 'abcde' leaves out the second Spark worker")
     parser.add_argument("--dags", default="spread_region,tpch_pipeline", help="DAG ids for run (comma-separated)")
+    parser.add_argument("--deploy-mode", choices=["client", "cluster"], help="for run: the default connection's")
+    parser.add_argument("--warm-pool", choices=["off", "auto"], help="for run: the default connection's warm_pool")
     parser.add_argument("--trials", default=",".join(TRIALS), help=f"trials to run, of {', '.join(TRIALS)}")
     parser.add_argument("--runs", type=int, default=1, help="how many times each trial runs, for trial")
     args = parser.parse_args(argv)
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(up(args.state, args.hosts), indent=1))
     elif args.action == "run":
         plan = services.layout(all_hosts, args.state)
+        changes = {k: v for k, v in (("deploy_mode", args.deploy_mode), ("warm_pool", args.warm_pool)) if v}
+        if changes:
+            set_connection_extra(plan, "finegrained_spark_default", **changes)
         results = run_dags(plan, args.dags.split(","))
         print(json.dumps(results, indent=1))
         return 0 if all(r["ok"] for r in results) else 1

@@ -61,6 +61,14 @@ def trigger(plan: Layout, dag_id: str, run_id: str, conf: dict[str, Any] | None 
     )
 
 
+def set_connection_extra(plan: Layout, conn_id: str, **changes: Any) -> None:
+    """Change some extras of a connection through the REST API, as an operator would in the UI."""
+    conn = api(plan, "GET", f"/api/v2/connections/{conn_id}")
+    extra = {**json.loads(conn["extra"] or "{}"), **changes}
+    body = {"connection_id": conn_id, "conn_type": conn["conn_type"], "extra": json.dumps(extra)}
+    api(plan, "PATCH", f"/api/v2/connections/{conn_id}?update_mask=extra", body)
+
+
 def run_state(plan: Layout, dag_id: str, run_id: str) -> str:
     rows = psql(plan, f"select state from dag_run where dag_id = '{dag_id}' and run_id = '{run_id}'")
     return rows[0][0] if rows else "absent"

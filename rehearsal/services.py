@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import sys
@@ -243,8 +242,3 @@ def add_connections(layout: Layout, master: str, endpoint: str, jars: Sequence[s
     for conn_id, conn in connections:
         a.run([AIRFLOW, "connections", "delete", conn_id], env=env, check=False)
         a.run([AIRFLOW, "connections", "add", conn_id, "--conn-json", json.dumps(conn)], env=env)
-
-
-def environment_snapshot() -> dict[str, str]:
-    """What the driver passes on to every host (Java options the suite uses, when set)."""
-    return {k: v for k, v in os.environ.items() if k in ("JAVA_TOOL_OPTIONS", "JAVA_HOME")}
