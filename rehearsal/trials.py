@@ -9,7 +9,9 @@ mode (the retry resubmitted; the first driver died with its executors).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Callable
@@ -17,7 +19,7 @@ from typing import Any
 
 from rehearsal.hosts import Host, stop_processes
 from rehearsal.runs import psql, read_output, stage_results, task_hosts, trigger, wait_run
-from rehearsal.services import Layout, alive_spark_workers, start_spark_worker, wait_for
+from rehearsal.services import AIRFLOW, Layout, alive_spark_workers, start_spark_worker, wait_for
 
 HOLD_S = 60
 """How long the leader's driver waits before its job: time for the trial to find and cut its host."""
@@ -73,12 +75,24 @@ def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after
         stages = stage_results(plan, dag_id, run_id)
         rows = read_output(plan, stages["evens"]["output"]["path"]).to_pylist()
         result["answers_equal"] = sorted(r["n"] for r in rows) == list(range(0, 100_000, 2))
+    result["retry_found"] = _retry_found(plan, dag_id, run_id, tasks.get("slow_numbers", {}))
     moved = tasks.get("slow_numbers", {}).get("host") not in ("", victim.hostname)
     one_app = len(apps) == 1
     result["survived"] = bool(
         state == "success" and moved and result.get("answers_equal") and (one_app if mode == "cluster" else True)
     )
     return result
+
+
+def _retry_found(plan: Layout, dag_id: str, run_id: str, leader: dict[str, Any]) -> str | None:
+    """What the leader's last try found when it reattached (``RUNNING``, ``FINISHED``), from its log; None if none."""
+    host = next((w for w in plan.workers if w.hostname == leader.get("host")), None)
+    if host is None:
+        return None
+    log = host.folder / "home" / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=slow_numbers"
+    text = "".join(p.read_text(errors="replace") for p in log.glob(f"attempt={leader.get('try')}.log"))
+    found = re.search(r"reattached to \S+ submitted by try \d+ \(\S+ \S+ is ([A-Z]+)\)", text)
+    return found.group(1) if found else None
 
 
 def lose_spark_worker(plan: Layout, task_s: int = 10) -> dict[str, Any]:
@@ -125,11 +139,56 @@ def lose_spark_worker(plan: Layout, task_s: int = 10) -> dict[str, Any]:
     return result
 
 
+def restart_control(plan: Layout, component: str, dag_id: str, waiting: str) -> dict[str, Any]:
+    """One trial: restart ``component`` (``scheduler``, ``triggerer``) on host A while the region's leader is
+    ``waiting`` (``running``, ``deferred``) on its application. Survived when the run succeeds with the right
+    answer and Spark ran exactly one application for the region (neither killed nor duplicated)."""
+    run_id = f"restart-{component}-{int(time.time())}"
+    known = {app["id"] for app in spark_apps(plan)}
+    trigger(plan, dag_id, run_id, {"hold_s": 40})
+
+    def leader_waiting() -> bool:
+        leader = task_hosts(plan, dag_id, run_id).get("slow_numbers", {})
+        new_apps = [app for app in spark_apps(plan) if app["id"] not in known and app.get("state") == "RUNNING"]
+        return leader.get("state") == waiting and bool(new_apps)
+
+    wait_for(f"{dag_id}'s leader {waiting}", leader_waiting, 240)
+    a = plan.control
+    stop_pid(int((a.logs / f"{component}.pid").read_text()))
+    a.spawn(component, [AIRFLOW, component], plan.airflow_env(a))
+    state = wait_run(plan, dag_id, run_id, timeout=900)
+    apps = [app for app in spark_apps(plan) if app["id"] not in known]
+    result: dict[str, Any] = {"trial": f"restart_{component}", "run_id": run_id, "state": state,
+                              "tasks": task_hosts(plan, dag_id, run_id),
+                              "applications": [(app["id"], app.get("state")) for app in apps]}  # fmt: skip
+    if state == "success":
+        stages = stage_results(plan, dag_id, run_id)
+        rows = read_output(plan, stages["evens"]["output"]["path"]).to_pylist()
+        result["answers_equal"] = sorted(r["n"] for r in rows) == list(range(0, 100_000, 2))
+    result["survived"] = bool(state == "success" and result.get("answers_equal") and len(apps) == 1)
+    return result
+
+
+def stop_pid(pid: int, grace: float = 30.0) -> None:
+    """SIGTERM a process (and SIGKILL it after ``grace`` seconds), as a service manager restarts one."""
+    import psutil
+
+    with contextlib.suppress(psutil.NoSuchProcess):
+        process = psutil.Process(pid)
+        process.terminate()
+        try:
+            process.wait(grace)
+        except psutil.TimeoutExpired:
+            process.kill()
+
+
 TRIALS: dict[str, Callable[[Layout], dict[str, Any]]] = {
     "cut_worker_cluster": lambda plan: cut_worker(plan, "cluster"),
     "cut_worker_client": lambda plan: cut_worker(plan, "client"),
     # Held long enough that the retry reattaches to a running application before the cut host comes back.
-    "cut_worker_cluster_heal": lambda plan: cut_worker(plan, "cluster", hold_s=150, heal="mid_retry"),
+    "cut_worker_cluster_heal": lambda plan: cut_worker(plan, "cluster", hold_s=300, heal="mid_retry"),
     "lose_spark_worker": lose_spark_worker,
+    "restart_scheduler": lambda plan: restart_control(plan, "scheduler", "cut_region_client", "running"),
+    "restart_triggerer": lambda plan: restart_control(plan, "triggerer", "cut_region_cluster_deferred", "deferred"),
 }
 """Every trial ``python -m rehearsal trial --trials`` knows, by name."""

@@ -2,7 +2,8 @@
 
 ``slow_numbers`` (leader) waits ``params.hold_s`` seconds in its Spark driver before its job, so a
 trial can cut the worker host while the application runs; ``evens`` follows it in memory. One DAG per
-deploy mode (``cut_region_client``, ``cut_region_cluster``), each on its own connection.
+deploy mode (``cut_region_client``, ``cut_region_cluster``), each on its own connection, and
+``cut_region_cluster_deferred`` whose leader waits for its application in the triggerer.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def evens(spark, slow_numbers):  # type: ignore[no-untyped-def]
     return slow_numbers.where("n % 2 = 0")
 
 
-for mode in ("client", "cluster"):
+for mode, deferred in (("client", False), ("cluster", False), ("cluster", True)):
     with DAG(
-        dag_id=f"cut_region_{mode}",
+        dag_id=f"cut_region_{mode}" + ("_deferred" if deferred else ""),
         schedule=None,
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
@@ -42,7 +43,7 @@ for mode in ("client", "cluster"):
             python_callable=slow_numbers,
             op_kwargs={"hold_s": "{{ params.hold_s }}"},
             finegrained_spark_conn_id=conn,
-            deferrable=False,
+            deferrable=deferred,
         )
         Stage(
             task_id="evens",
