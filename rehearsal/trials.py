@@ -48,11 +48,12 @@ def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after
     trigger(plan, dag_id, run_id, {"hold_s": hold_s})
 
     def leader_running() -> bool:
+        # Registered with the master: executors come at the region's first job, after the driver's hold.
         leader = task_hosts(plan, dag_id, run_id).get("slow_numbers", {})
-        new_apps = [app for app in spark_apps(plan) if app["id"] not in known and app.get("state") == "RUNNING"]
+        new_apps = [app for app in spark_apps(plan) if app["id"] not in known]
         return leader.get("state") == "running" and bool(leader.get("host")) and bool(new_apps)
 
-    wait_for(f"{dag_id}'s application running", leader_running, 240)
+    wait_for(f"{dag_id}'s application registered", leader_running, 240)
     victim = _host_named(plan, task_hosts(plan, dag_id, run_id)["slow_numbers"]["host"])
     victim.cut()
     try:
@@ -149,8 +150,7 @@ def restart_control(plan: Layout, component: str, dag_id: str, waiting: str) -> 
 
     def leader_waiting() -> bool:
         leader = task_hosts(plan, dag_id, run_id).get("slow_numbers", {})
-        new_apps = [app for app in spark_apps(plan) if app["id"] not in known and app.get("state") == "RUNNING"]
-        return leader.get("state") == waiting and bool(new_apps)
+        return leader.get("state") == waiting and any(app["id"] not in known for app in spark_apps(plan))
 
     wait_for(f"{dag_id}'s leader {waiting}", leader_waiting, 240)
     a = plan.control
