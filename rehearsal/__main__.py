@@ -84,10 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(names) - set(TRIALS))
         if unknown:
             parser.error(f"--trials: unknown {', '.join(unknown)}; allowed: {', '.join(TRIALS)}")
-        outcomes = [TRIALS[name](plan) for _ in range(args.runs) for name in names]
         RESULTS.mkdir(parents=True, exist_ok=True)
-        with open(RESULTS / "trials.jsonl", "a") as out:
-            for outcome in outcomes:
+        outcomes = []
+        for name in [name for _ in range(args.runs) for name in names]:
+            try:
+                outcome = TRIALS[name](plan)
+            except Exception as exc:
+                outcome = {"trial": name, "state": "error", "error": f"{type(exc).__name__}: {exc}", "survived": False}
+            outcomes.append(outcome)
+            with open(RESULTS / "trials.jsonl", "a") as out:  # as each ends: a later one may take long
                 out.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **outcome}) + "\n")
         for name in names:
             mine = [o for o in outcomes if o["trial"] == name]
