@@ -82,10 +82,11 @@ from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import redact_mapping
 from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
 from airflow_provider_finegrained.spark.submit import spark_home
+from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
 from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
-from airflow_provider_finegrained.storage.locations import same_store, scheme_of
+from airflow_provider_finegrained.storage.locations import join, same_store, scheme_of
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -96,8 +97,8 @@ class _Detach(Exception):
 
 
 APPLICATION_KEY = "finegrained_region_application"
-FOLLOWER_KEY = "followed_by_try"
-"""In the stored handle: the later try that reattached to the application (the submitting try must not kill it)."""
+FOLLOWER_FILE = "_followed_by_try"
+"""In a region folder: the later try that reattached to its application (the submitting try must not kill it)."""
 """Task state store key of the region's cluster-mode application (``LaunchHandle.to_dict``).
 Renaming it breaks the reattach of tries already running."""
 
@@ -339,22 +340,22 @@ class RegionRunner:
         )
 
     def adopt(self, handle: LaunchHandle) -> None:
-        """Record that this try follows ``handle``'s application, so the try that submitted it leaves it running."""
-        store = self.run.state_store
-        if store is not None:
-            store.set(APPLICATION_KEY, {**handle.to_dict(), FOLLOWER_KEY: self.run.try_number})
+        """Mark in the application's region folder that this try follows it: the try that submitted it reads the
+        mark when Airflow stops it later, and leaves the application running."""
+        mark = join(handle.region_folder, FOLLOWER_FILE)
+        filesystem.write_bytes(mark, str(self.run.try_number).encode(), self.storage_options)
 
     def follower(self) -> int | None:
         """A later try that follows the application this try submitted, if one does."""
-        store = self.run.state_store
-        if self._handle is None or store is None:
+        if self._handle is None or not self._handle.region_folder:
             return None
         try:
-            saved = store.get(APPLICATION_KEY) or {}
-        except Exception:
+            # The storage, not Airflow: a task being stopped may no longer reach its supervisor's API.
+            mark = filesystem.read_bytes(join(self._handle.region_folder, FOLLOWER_FILE), self.storage_options)
+            follower = int(mark)
+        except Exception:  # no mark (FileNotFoundError), or unreadable: kill as before
             return None
-        follower = saved.get(FOLLOWER_KEY) if saved.get("try_number") == self._handle.try_number else None
-        return follower if isinstance(follower, int) and follower > self._handle.try_number else None
+        return follower if follower > self._handle.try_number else None
 
     def forget(self) -> None:
         """The application ended and was collected: a later try (or a cleared task) submits its own."""
