@@ -268,7 +268,11 @@ def acquire(
     cluster = source.read_cluster()  # outside the lock: a slow master must not block other regions
     request = request.in_containers_of(cluster.memory_step)  # the reservation books whole containers
     with ledger.locked() as view:
-        capacity = subtract(cluster, [r for r in view.reservations() if r.key != key])
+        held = view.reservations()
+        superseded = earlier_tries(key, held)
+        for earlier in superseded:
+            view.remove(earlier.key)
+        capacity = subtract(cluster, [r for r in held if r.key != key and r not in superseded])
         decision = _decide(request, capacity)
         reservation = Reservation(
             key=key,
@@ -283,6 +287,24 @@ def acquire(
         )
         view.add(reservation)
     return Grant(decision, capacity, source, reservation)
+
+
+def earlier_tries(key: str, reservations: Sequence[Reservation]) -> list[Reservation]:
+    """The reservations of earlier tries of the region ``key`` (``dag/run/region/try=N``) names.
+
+    Airflow runs a retry only once it has failed the earlier try (a host cut off is failed by its heartbeat
+    timeout), so their hold is over; left counted, it would hold the cluster from the retry itself until it
+    went stale (15 minutes when made on another host).
+    """
+    region, _, tried = key.rpartition("/try=")
+    if not region or not tried.isdigit():
+        return []
+    found = []
+    for reservation in reservations:
+        other, _, other_try = reservation.key.rpartition("/try=")
+        if other == region and other_try.isdigit() and int(other_try) < int(tried):
+            found.append(reservation)
+    return found
 
 
 def _decide(

@@ -245,3 +245,35 @@ def test_a_gpu_resource_spec_can_run_on_declared_capacity(extra: dict[str, objec
             acquire(source, request, key="k", app_name="app")
         return
     assert acquire(source, request, key="k", app_name="app").decision.outcome.value == expected
+
+
+@pytest.mark.parametrize(
+    ("held", "expected"),
+    [
+        (["dag/run/region-1/try=1"], ["dag/run/region-1/try=1"]),  # the region's earlier try
+        (["dag/run/region-1/try=1", "dag/run/region-1/try=2"], ["dag/run/region-1/try=1", "dag/run/region-1/try=2"]),
+        (["dag/run/region-1/try=3"], []),  # a later try is not superseded by an earlier one
+        (["dag/run/region-2/try=1", "dag/other/region-1/try=1", "other/run/region-1/try=1"], []),
+        (["dag/run/region-1/try=x", "unkeyed"], []),
+    ],
+)
+def test_earlier_tries_of_the_same_region(held: list[str], expected: list[str]) -> None:
+    from airflow_provider_finegrained.capacity import Reservation
+    from airflow_provider_finegrained.execution.capacity_gate import earlier_tries
+
+    reservations = [Reservation(key=k, app_name=k, executors=1, executor_cores=1, executor_memory=GiB) for k in held]
+    assert [r.key for r in earlier_tries("dag/run/region-1/try=3", reservations)] == expected
+
+
+def test_a_retry_is_not_held_back_by_the_reservation_of_its_own_lost_try(tmp_path: Path) -> None:
+    """Try 1's host was cut off holding the whole cluster in the ledger; Airflow failed it and runs try 2, which
+    must get the capacity now, not after try 1's reservation goes stale (seen on the multi-host rehearsal)."""
+    source = CapacitySource("declared", cores=2, memory=8 * GiB, label="declared", ledger_folder=str(tmp_path))
+    request = ExecutorRequest(executors=2, cores=1, memory=GiB, parallelism=2, min_parallelism=2, slots_per_executor=1)
+    acquire(source, request, "dag/run/region-1/try=1", "dag.region-1 [run try 1]")
+    with pytest.raises(CapacityWait):  # another region still waits for it
+        acquire(source, request, "dag/run/region-2/try=1", "dag.region-2 [run try 1]")
+    grant = acquire(source, request, "dag/run/region-1/try=2", "dag.region-1 [run try 2]")
+    assert (grant.decision.outcome, grant.decision.executors) == (CapacityOutcome.AS_REQUESTED, 2)
+    with ReservationLedger(str(tmp_path)).locked() as view:
+        assert [r.key for r in view.reservations()] == ["dag/run/region-1/try=2"]
