@@ -241,7 +241,10 @@ class RegionRunner:
         if grant is not None:
             # First, and fast: Airflow SIGKILLs a stopped task within seconds, and a reservation left behind would
             # hold the cluster's capacity from every other region until it goes stale (15 min from another host).
-            grant.release()
+            try:
+                grant.release()
+            except Exception as exc:  # storage out of reach (a host cut off): still stop the application
+                self.log.warning("Region %s: its capacity reservation stays until it goes stale: %s", self.region, exc)
         launcher, remote = self._launcher, self._remote
         follower = self.follower()
         if remote is None and follower is not None:

@@ -251,3 +251,20 @@ def test_a_superseded_try_leaves_the_application_its_retry_follows_running(
     first._launcher = launcher  # type: ignore[assignment]
     first.kill()
     assert launcher.killed == ([handle] if kills else [])
+
+
+class UnreachableGrant:
+    def release(self) -> None:
+        raise OSError("the storage root cannot be reached")
+
+
+def test_a_kill_stops_the_application_even_when_its_reservation_cannot_be_released(
+    manager: FakeManager,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A host cut off from the network: Airflow's supervisor stops the task, the ledger on S3 is out of reach."""
+    run = runner(manager, tmp_path, Store())
+    run._handle, launcher = HANDLE, Launcher()
+    run._launcher, run._grant = launcher, UnreachableGrant()  # type: ignore[assignment]
+    run.kill()
+    assert launcher.killed == [HANDLE]
