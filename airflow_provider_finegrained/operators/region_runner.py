@@ -97,10 +97,11 @@ class _Detach(Exception):
 
 
 APPLICATION_KEY = "finegrained_region_application"
-FOLLOWER_FILE = "_followed_by_try"
-"""In a region folder: the later try that reattached to its application (the submitting try must not kill it)."""
 """Task state store key of the region's cluster-mode application (``LaunchHandle.to_dict``).
 Renaming it breaks the reattach of tries already running."""
+
+FOLLOWER_FILE = "_followed_by_try"
+"""In a region folder: the later try that reattached to its application (the submitting try must not kill it)."""
 
 FOLLOW_POLL_S = 2.0
 """How often a leader that reattached without deferring asks the cluster manager about the application."""
