@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -161,6 +162,17 @@ def _software_mounts() -> list[tuple[str, str]]:
     return [(str(cache), f"{HOME}/.cache/airflow-provider-finegrained/maven")] if cache.is_dir() else []
 
 
+def _installed_under_tmp() -> list[str]:
+    """The checkout (with its .venv) and the interpreter's prefixes, where they lie under the machine's /tmp."""
+    repo = Path(__file__).resolve().parent.parent
+    found: list[str] = []
+    for path in (str(repo), sys.prefix, sys.base_prefix):
+        real = os.path.realpath(path)
+        if real.startswith("/tmp/") and not any(real == f or real.startswith(f + "/") for f in found):
+            found.append(real)
+    return found
+
+
 def up(all_hosts: Sequence[Host]) -> None:
     """Make the bridge and every host; each host's folder starts empty."""
     state = all_hosts[0].state
@@ -206,8 +218,15 @@ def _make(host: Host, etc_hosts: Path) -> None:
     ]
     for source, target in _software_mounts():
         script.append(f"mkdir -p {target} && mount --bind {source} {target} && mount -o remount,bind,ro {target}")
-    # /tmp last: the state folder may itself be under the machine's /tmp.
+    # Software under the machine's /tmp (a checkout and its .venv there, as in CI) is installed on every host:
+    # parked in $HOME while the host's own /tmp goes over the machine's, then moved back to its path.
+    software = _installed_under_tmp()
+    for index, path in enumerate(software):
+        script.append(f"mkdir -p {HOME}/.software-{index} && mount --bind {path} {HOME}/.software-{index}")
+    # /tmp after the binds from it: the state folder may itself be under the machine's /tmp.
     script.append(f"mount --bind {host.folder / 'tmp'} /tmp")
+    for index, path in enumerate(software):
+        script.append(f"mkdir -p {path} && mount --move {HOME}/.software-{index} {path}")
     for kind in ("mnt", "uts"):
         (NS_DIR / f"{host.netns}.{kind}").touch()
     _sh(
