@@ -37,6 +37,22 @@ def _host_named(plan: Layout, hostname: str) -> Host:
     return next(worker for worker in plan.workers if worker.hostname == hostname)
 
 
+def _task_logs(plan: Layout, hostname: str, dag_id: str, run_id: str, pattern: str) -> str:
+    """The text of a run's task logs matching ``pattern`` on the Airflow worker ``hostname`` ("" if none there)."""
+    host = next((w for w in plan.workers if w.hostname == hostname), None)
+    if host is None:
+        return ""
+    logs = host.folder / "home" / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+    return "".join(p.read_text(errors="replace") for p in logs.glob(pattern))
+
+
+def _evens_right(plan: Layout, dag_id: str, run_id: str) -> bool:
+    """Whether the cut_region DAG's committed ``evens`` holds exactly the even numbers below 100,000."""
+    stages = stage_results(plan, dag_id, run_id)
+    rows = read_output(plan, stages["evens"]["output"]["path"]).to_pylist()
+    return sorted(r["n"] for r in rows) == list(range(0, 100_000, 2))
+
+
 def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after_run") -> dict[str, Any]:
     """One trial: cut the leader's worker host mid-region in ``mode`` (client or cluster); what happened.
 
@@ -73,9 +89,7 @@ def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after
                               "state": state, "tasks": tasks,
                               "applications": [(app["id"], app.get("state")) for app in apps]}  # fmt: skip
     if state == "success":
-        stages = stage_results(plan, dag_id, run_id)
-        rows = read_output(plan, stages["evens"]["output"]["path"]).to_pylist()
-        result["answers_equal"] = sorted(r["n"] for r in rows) == list(range(0, 100_000, 2))
+        result["answers_equal"] = _evens_right(plan, dag_id, run_id)
     result["retry_found"] = _retry_found(plan, dag_id, run_id, tasks.get("slow_numbers", {}))
     moved = tasks.get("slow_numbers", {}).get("host") not in ("", victim.hostname)
     one_app = len(apps) == 1
@@ -87,11 +101,9 @@ def cut_worker(plan: Layout, mode: str, hold_s: int = HOLD_S, heal: str = "after
 
 def _retry_found(plan: Layout, dag_id: str, run_id: str, leader: dict[str, Any]) -> str | None:
     """What the leader's last try found when it reattached (``RUNNING``, ``FINISHED``), from its log; None if none."""
-    host = next((w for w in plan.workers if w.hostname == leader.get("host")), None)
-    if host is None:
-        return None
-    log = host.folder / "home" / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=slow_numbers"
-    text = "".join(p.read_text(errors="replace") for p in log.glob(f"attempt={leader.get('try')}.log"))
+    text = _task_logs(
+        plan, str(leader.get("host")), dag_id, run_id, f"task_id=slow_numbers/attempt={leader.get('try')}.log"
+    )
     found = re.search(r"reattached to \S+ submitted by try \d+ \(\S+ \S+ is ([A-Z]+)\)", text)
     return found.group(1) if found else None
 
@@ -125,9 +137,7 @@ def lose_spark_worker(plan: Layout, task_s: int = 10) -> dict[str, Any]:
         stages = stage_results(plan, dag_id, run_id)
         rows = read_output(plan, stages["slow_rows"]["output"]["path"]).to_pylist()
         result["answers_equal"] = sorted((r["n"], r["square"]) for r in rows) == [(n, n * n) for n in range(8)]
-        host = next(w for w in plan.workers if w.hostname == tasks["slow_rows"]["host"])
-        logs = host.folder / "home" / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
-        text = "".join(p.read_text(errors="replace") for p in logs.rglob("attempt=*.log"))
+        text = _task_logs(plan, tasks["slow_rows"]["host"], dag_id, run_id, "task_id=*/attempt=*.log")
         result["log_says_failed"] = " failed" in text and "[finegrained] stage slow_rows" in text
     else:
         result["log_says_failed"] = False
@@ -162,9 +172,7 @@ def restart_control(plan: Layout, component: str, dag_id: str, waiting: str) -> 
                               "tasks": task_hosts(plan, dag_id, run_id),
                               "applications": [(app["id"], app.get("state")) for app in apps]}  # fmt: skip
     if state == "success":
-        stages = stage_results(plan, dag_id, run_id)
-        rows = read_output(plan, stages["evens"]["output"]["path"]).to_pylist()
-        result["answers_equal"] = sorted(r["n"] for r in rows) == list(range(0, 100_000, 2))
+        result["answers_equal"] = _evens_right(plan, dag_id, run_id)
     result["survived"] = bool(state == "success" and result.get("answers_equal") and len(apps) == 1)
     return result
 
