@@ -106,7 +106,7 @@ def stage_results(plan: Layout, dag_id: str, run_id: str) -> dict[str, Any]:
         run_id,
         "--json",
     ]
-    out = a.run(argv, env=plan.airflow_env(a)).stdout
+    out = a.run(argv, env=plan.airflow_env()).stdout
     stages: dict[str, Any] = json.loads(out[out.index("{") :])["stages"]
     return stages
 

@@ -47,7 +47,7 @@ class Layout:
     def storage(self) -> Host:
         return self.spark_master
 
-    def airflow_env(self, host: Host) -> dict[str, str]:
+    def airflow_env(self) -> dict[str, str]:
         """The environment of every Airflow process, on whichever host: all state is reached over the network."""
         a = self.control.hostname
         db = f"postgresql+psycopg2://airflow:{self.secrets['db']}@{a}:5432/airflow"
@@ -148,7 +148,7 @@ def install_dags(host: Host, dag_files: Sequence[Path]) -> None:
 
 def start_airflow_control(layout: Layout, dag_files: Sequence[Path]) -> None:
     a = layout.control
-    env = layout.airflow_env(a)
+    env = layout.airflow_env()
     install_dags(a, dag_files)
     a.run([AIRFLOW, "db", "migrate"], env=env, timeout=600)
     a.spawn("api-server", [AIRFLOW, "api-server", "--host", a.address, "--port", "8080"], env)
@@ -162,7 +162,7 @@ def start_airflow_workers(layout: Layout, dag_files: Sequence[Path]) -> None:
         install_dags(worker, dag_files)
         queues = f"default,host_{worker.name}"
         worker.spawn("celery-worker", [AIRFLOW, "celery", "worker", "--queues", queues, "--celery-hostname",
-                                       f"celery@{worker.hostname}"], layout.airflow_env(worker))  # fmt: skip
+                                       f"celery@{worker.hostname}"], layout.airflow_env())  # fmt: skip
 
 
 def workers_online(layout: Layout) -> set[str]:
@@ -170,10 +170,9 @@ def workers_online(layout: Layout) -> set[str]:
     a = layout.control
     code = (
         "from airflow.providers.celery.executors.celery_executor_utils import app;"
-        "import json;print(json.dumps(sorted((app.control.ping(timeout=3) and "
-        "[k for d in app.control.ping(timeout=3) for k in d]) or [])))"
+        "import json;print(json.dumps(sorted(k for d in app.control.ping(timeout=3) or [] for k in d)))"
     )
-    out = a.run([str(VENV_BIN / "python"), "-c", code], env=layout.airflow_env(a), check=False, timeout=120).stdout
+    out = a.run([str(VENV_BIN / "python"), "-c", code], env=layout.airflow_env(), check=False, timeout=120).stdout
     lines = [line for line in out.splitlines() if line.startswith("[")]
     return set(json.loads(lines[-1])) if lines else set()
 
@@ -227,7 +226,7 @@ def start_s3(layout: Layout) -> str:
 def add_connections(layout: Layout, master: str, endpoint: str, jars: Sequence[str], root: str) -> None:
     """The storage connection and the provider's connection, in the metadata database (as users add them)."""
     a = layout.control
-    env = layout.airflow_env(a)
+    env = layout.airflow_env()
     lake = {"conn_type": "aws", "login": S3_KEY, "password": S3_SECRET,
             "extra": {"endpoint_url": endpoint, "region_name": "us-east-1"}}  # fmt: skip
     from airflow_provider_finegrained.cli.cluster import connection_extra

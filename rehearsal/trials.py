@@ -165,7 +165,7 @@ def restart_control(plan: Layout, component: str, dag_id: str, waiting: str) -> 
     wait_for(f"{dag_id}'s leader {waiting}", leader_waiting, 240)
     a = plan.control
     stop_pid(int((a.logs / f"{component}.pid").read_text()))
-    a.spawn(component, [AIRFLOW, component], plan.airflow_env(a))
+    a.spawn(component, [AIRFLOW, component], plan.airflow_env())
     state = wait_run(plan, dag_id, run_id, timeout=900)
     apps = [app for app in spark_apps(plan) if app["id"] not in known]
     result: dict[str, Any] = {"trial": f"restart_{component}", "run_id": run_id, "state": state,
