@@ -18,7 +18,10 @@ def add_parser(commands: Any) -> None:
     actions = hadoop.add_subparsers(dest="action", required=True)
     start = actions.add_parser("start", help="start HDFS and YARN on 127.0.0.1 (runs on; stop it later)")
     start.add_argument("--dir", required=True, help="work directory: HDFS blocks, containers, logs, conf, hadoop.json")
-    start.add_argument("--nodemanagers", type=int, default=2)
+    start.add_argument("--nodemanagers", type=int, default=2, help="0: HDFS alone, without YARN")
+    start.add_argument(
+        "--host", default="127.0.0.1", help="the address other hosts reach HDFS at (default: this host only)"
+    )
     start.add_argument("--vcores", type=int, default=2, help="cores per NodeManager")
     start.add_argument("--memory-mb", type=int, default=4096, help="container memory per NodeManager, MiB")
     start.add_argument("--small-queue-percent", type=int, default=25, help="the 'small' queue's share, percent")
@@ -72,14 +75,16 @@ def _start(args: argparse.Namespace) -> int:
             memory_mb_per_node=args.memory_mb,
             small_queue_percent=args.small_queue_percent,
             timeout_s=args.timeout,
+            host=args.host,
         )
     except (HadoopClusterError, SparkEnvironmentError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"Hadoop:          {cluster.hadoop_version} (the version pyspark bundles)")
-    print(f"ResourceManager: {cluster.resourcemanager_url} (RPC {cluster.resourcemanager_address})")
-    nodes = f"{cluster.nodemanagers} x {cluster.vcores_per_node} vcores, {cluster.memory_mb_per_node} MiB"
-    print(f"NodeManagers:    {nodes}")
+    if cluster.nodemanagers:
+        print(f"ResourceManager: {cluster.resourcemanager_url} (RPC {cluster.resourcemanager_address})")
+        nodes = f"{cluster.nodemanagers} x {cluster.vcores_per_node} vcores, {cluster.memory_mb_per_node} MiB"
+        print(f"NodeManagers:    {nodes}")
     print(f"HDFS:            {cluster.default_fs}, NameNode UI and WebHDFS {cluster.namenode_http_url}")
     print(f"HADOOP_CONF_DIR: {cluster.conf_dir}")
     print_connection("yarn", connection_extra(cluster), f"hadoop stop --dir {shlex.quote(cluster.work_dir)}")

@@ -140,14 +140,17 @@ def start_hadoop_cluster(
     min_allocation_mb: int = 256,
     small_queue_percent: int = 25,
     timeout_s: float = 180.0,
+    host: str = "127.0.0.1",
 ) -> HadoopCluster:
     """Start HDFS and YARN on 127.0.0.1 with state under ``work_dir``; return once every service is up.
 
     The scheduler has two queues: ``default`` and ``small`` (``small_queue_percent`` of the cluster), so a
     queue too small for a region can be had on purpose. What was started is stopped again if start-up fails.
+    ``host``: the address other hosts reach HDFS at (YARN stays on 127.0.0.1); ``nodemanagers=0``: HDFS
+    alone, without YARN.
     """
     for name, value, least in (
-        ("nodemanagers", nodemanagers, 1),
+        ("nodemanagers", nodemanagers, 0),
         ("vcores_per_node", vcores_per_node, 1),
         ("memory_mb_per_node", memory_mb_per_node, 512),
         ("min_allocation_mb", min_allocation_mb, 64),
@@ -189,6 +192,7 @@ def start_hadoop_cluster(
         str(memory_mb_per_node),
         str(min_allocation_mb),
         str(small_queue_percent),
+        host,
     ]
     with open(log_file, "ab") as log:
         # A session of its own: the cluster outlives this process and a Ctrl-C at our terminal.
@@ -201,7 +205,7 @@ def start_hadoop_cluster(
     while not os.path.exists(properties):
         if process.poll() is not None or time.monotonic() > deadline:
             what = f"exited with {process.returncode}" if process.returncode is not None else "timed out"
-            with contextlib.suppress(ProcessTreeSurvivedError):
+            with contextlib.suppress(ProcessTreeSurvivedError, psutil.NoSuchProcess):  # NoSuchProcess: it exited
                 terminate_processes(lambda: with_descendants([psutil.Process(process.pid)]), 30, "start-up")
             raise HadoopClusterError(f"the Hadoop cluster {what} during start-up; see {log_file}:\n{_tail(log_file)}")
         time.sleep(0.25)
@@ -213,14 +217,15 @@ def start_hadoop_cluster(
         conf_dir=os.path.join(work_dir, "conf"),
         default_fs=found["fs.defaultFS"],
         namenode_http_url=found["namenode.http"],
-        resourcemanager_url=found["resourcemanager.webapp"],
-        resourcemanager_address=found["resourcemanager.address"],
+        resourcemanager_url=found.get("resourcemanager.webapp", ""),
+        resourcemanager_address=found.get("resourcemanager.address", ""),
         nodemanagers=nodemanagers,
         vcores_per_node=vcores_per_node,
         memory_mb_per_node=memory_mb_per_node,
         log_file=log_file,
     )
-    _wait_for_nodes(cluster, deadline)
+    if nodemanagers:
+        _wait_for_nodes(cluster, deadline)
     write_state(os.path.join(work_dir, STATE_FILE), asdict(cluster))
     return cluster
 

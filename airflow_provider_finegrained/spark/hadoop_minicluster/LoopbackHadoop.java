@@ -9,9 +9,14 @@
 // disk), and waiting until the ResourceManager's address is no longer port 0.
 //
 // Usage: java -cp <classpath> LoopbackHadoop.java <dir> <nodemanagers> <nm-vcores> <nm-memory-mb>
-//        <min-allocation-mb> <queue-capacity-percent>
+//        <min-allocation-mb> <queue-capacity-percent> [<host>]
 // Writes <dir>/conf/{core,hdfs,yarn}-site.xml (a HADOOP_CONF_DIR for clients) and, last, when every
 // service is up, <dir>/cluster.properties with the addresses.
+//
+// <host> (default 127.0.0.1): the address HDFS is reached at. Any other address serves HDFS to other
+// hosts (the multi-host rehearsal): the NameNode listens on every address, and the DataNode registers
+// from <host> and listens there, since clients go to the address the NameNode saw it register from.
+// Zero NodeManagers: HDFS alone, no YARN.
 
 import java.io.File;
 import java.io.FileOutputStream;
@@ -34,6 +39,8 @@ public class LoopbackHadoop {
         int memoryMb = Integer.parseInt(args[3]);
         int minAllocationMb = Integer.parseInt(args[4]);
         int queuePercent = Integer.parseInt(args[5]);
+        String host = args.length > 6 ? args[6] : "127.0.0.1";
+        boolean loopbackOnly = host.equals("127.0.0.1");
 
         Configuration conf = new YarnConfiguration();
         conf.set("hadoop.tmp.dir", new File(dir, "tmp").getPath());
@@ -43,19 +50,45 @@ public class LoopbackHadoop {
         conf.setBoolean("dfs.permissions.enabled", false);
         conf.setInt("dfs.replication", 1);
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, new File(dir, "dfs").getPath());
+        if (!loopbackOnly) {
+            // MiniDFSCluster sets the NameNode's addresses to 127.0.0.1 whatever the configuration says.
+            conf.set("dfs.namenode.rpc-bind-host", "0.0.0.0");
+            conf.set("dfs.namenode.http-bind-host", "0.0.0.0");
+            // The DataNode talks to the NameNode here, so it registers from <host>: clients are sent to the
+            // address it registered from (on the NameNode's client port it would be 127.0.0.1).
+            conf.set("dfs.namenode.servicerpc-address", host + ":0");
+        }
         MiniDFSCluster dfs = new MiniDFSCluster.Builder(conf)
-                .numDataNodes(1)
+                .numDataNodes(loopbackOnly ? 1 : 0)
                 .nameNodePort(0)
                 .nameNodeHttpPort(0)
                 .build();
-        dfs.waitClusterUp();
-        String defaultFs = "hdfs://127.0.0.1:" + dfs.getNameNodePort();
+        String defaultFs = "hdfs://" + host + ":" + dfs.getNameNodePort();
         InetSocketAddress http = dfs.getNameNode().getHttpAddress();
         conf.set("fs.defaultFS", defaultFs);
+        if (!loopbackOnly) {
+            for (String key : new String[] {"dfs.datanode.address", "dfs.datanode.http.address",
+                    "dfs.datanode.ipc.address"}) {
+                conf.set(key, host + ":0");
+            }
+            // Named by its address (MiniDFSCluster's own hosts argument would resolve it to localhost); the two
+            // trues keep the addresses and the name set here (else MiniDFSCluster sets 127.0.0.1).
+            conf.set("dfs.datanode.hostname", host);
+            conf.setInt("dfs.replication", 1);  // the build above set it to its number of DataNodes: 0
+            dfs.startDataNodes(conf, 1, null, true, null, null, null, null, null, false, true, true, null, null, null);
+        }
+        dfs.waitClusterUp();
+        dfs.waitActive();
         // Aggregated logs (`yarn logs`, the RM's log links) go to HDFS as on a real cluster.
         dfs.getFileSystem().mkdirs(new org.apache.hadoop.fs.Path("/tmp/logs"));
         dfs.getFileSystem().mkdirs(new org.apache.hadoop.fs.Path("/user"));
 
+        if (nodeManagers == 0) {
+            writeClientConf(dir, defaultFs, host, http.getPort(), null);
+            Properties addresses = addresses(defaultFs, host, http.getPort(), null, nodeManagers);
+            announce(dir, addresses, null, dfs);
+            return;
+        }
         conf.set("yarn.resourcemanager.hostname", "127.0.0.1");
         conf.set("yarn.nodemanager.hostname", "127.0.0.1");
         conf.set("yarn.scheduler.capacity.root.queues", "default,small");
@@ -102,20 +135,28 @@ public class LoopbackHadoop {
         }
         live.set("fs.defaultFS", defaultFs);
 
-        // A client's HADOOP_CONF_DIR: only what spark-submit, HDFS clients and `yarn logs` need, as on
-        // a real cluster's gateway host (the services' own settings, such as the minicluster's
-        // StaticMapping topology class, would break a client that lacks their classes).
+        writeClientConf(dir, defaultFs, host, http.getPort(), live);
+        announce(dir, addresses(defaultFs, host, http.getPort(), live, nodeManagers), yarn, dfs);
+    }
+
+    // A client's HADOOP_CONF_DIR: only what spark-submit, HDFS clients and `yarn logs` need, as on a real
+    // cluster's gateway host (the services' own settings, such as the minicluster's StaticMapping topology
+    // class, would break a client that lacks their classes). No YARN keys when YARN is not running.
+    private static void writeClientConf(File dir, String defaultFs, String host, int httpPort, Configuration live)
+            throws Exception {
         Configuration client = new Configuration(false);
         client.set("fs.defaultFS", defaultFs);
         client.set("dfs.replication", "1");
-        client.set("dfs.namenode.http-address", "127.0.0.1:" + http.getPort());
-        for (String key : new String[] {YarnConfiguration.RM_ADDRESS, YarnConfiguration.RM_SCHEDULER_ADDRESS,
-                YarnConfiguration.RM_WEBAPP_ADDRESS, YarnConfiguration.RM_ADMIN_ADDRESS,
-                YarnConfiguration.RM_RESOURCE_TRACKER_ADDRESS}) {
-            client.set(key, loopback(live.get(key)));
+        client.set("dfs.namenode.http-address", host + ":" + httpPort);
+        if (live != null) {
+            for (String key : new String[] {YarnConfiguration.RM_ADDRESS, YarnConfiguration.RM_SCHEDULER_ADDRESS,
+                    YarnConfiguration.RM_WEBAPP_ADDRESS, YarnConfiguration.RM_ADMIN_ADDRESS,
+                    YarnConfiguration.RM_RESOURCE_TRACKER_ADDRESS}) {
+                client.set(key, loopback(live.get(key)));
+            }
+            client.set("yarn.log-aggregation-enable", "true");
+            client.set("yarn.nodemanager.remote-app-log-dir", "/tmp/logs");
         }
-        client.set("yarn.log-aggregation-enable", "true");
-        client.set("yarn.nodemanager.remote-app-log-dir", "/tmp/logs");
         File confDir = new File(dir, "conf");
         confDir.mkdirs();
         for (String name : new String[] {"core-site.xml", "hdfs-site.xml", "yarn-site.xml"}) {
@@ -125,23 +166,35 @@ public class LoopbackHadoop {
             }
             Files.move(tmp.toPath(), new File(confDir, name).toPath(), StandardCopyOption.ATOMIC_MOVE);
         }
+    }
 
+    private static Properties addresses(String defaultFs, String host, int httpPort, Configuration live,
+            int nodeManagers) {
         Properties addresses = new Properties();
         addresses.setProperty("fs.defaultFS", defaultFs);
-        addresses.setProperty("namenode.http", "http://127.0.0.1:" + http.getPort());
-        addresses.setProperty("resourcemanager.address", loopback(live.get(YarnConfiguration.RM_ADDRESS)));
-        addresses.setProperty("resourcemanager.webapp",
-                "http://" + loopback(live.get(YarnConfiguration.RM_WEBAPP_ADDRESS)));
+        addresses.setProperty("namenode.http", "http://" + host + ":" + httpPort);
+        if (live != null) {
+            addresses.setProperty("resourcemanager.address", loopback(live.get(YarnConfiguration.RM_ADDRESS)));
+            addresses.setProperty("resourcemanager.webapp",
+                    "http://" + loopback(live.get(YarnConfiguration.RM_WEBAPP_ADDRESS)));
+        }
         addresses.setProperty("nodemanagers", Integer.toString(nodeManagers));
         addresses.setProperty("pid", Long.toString(ProcessHandle.current().pid()));
+        return addresses;
+    }
+
+    // Written last, so its presence says every service is up; then this JVM runs until SIGTERM.
+    private static void announce(File dir, Properties addresses, MiniYARNCluster yarn, MiniDFSCluster dfs)
+            throws Exception {
         File tmp = new File(dir, "cluster.properties.tmp");
         try (OutputStream out = new FileOutputStream(tmp)) {
             addresses.store(out, "loopback Hadoop cluster");
         }
         Files.move(tmp.toPath(), new File(dir, "cluster.properties").toPath(), StandardCopyOption.ATOMIC_MOVE);
-
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            yarn.stop();
+            if (yarn != null) {
+                yarn.stop();
+            }
             dfs.shutdown();
         }));
         System.out.println("loopback Hadoop cluster up: " + addresses);
