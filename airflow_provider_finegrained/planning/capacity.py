@@ -31,7 +31,8 @@ class ExecutorRequest:
     master_cores: int = 0
     master_memory: int = 0
     """One more container the application holds on some worker besides its executors: YARN's
-    ApplicationMaster (which runs the driver in cluster mode); 0 where there is none."""
+    ApplicationMaster (which runs the driver in cluster mode) or a standalone cluster-mode driver; 0 where
+    there is none."""
 
     @property
     def slots(self) -> int:
@@ -199,7 +200,8 @@ def _fits_when_empty(request: ExecutorRequest, worker: WorkerCapacity) -> bool |
 def _describe(request: ExecutorRequest) -> str:
     gpus = f", {request.gpus:g} GPU(s)" if request.gpus else ""
     master = (
-        f" plus an ApplicationMaster of {request.master_cores} core(s), {format_bytes(request.master_memory)}"
+        f" plus a master container (ApplicationMaster or cluster-mode driver) of {request.master_cores} core(s), "
+        f"{format_bytes(request.master_memory)}"
         if request.has_master
         else ""
     )

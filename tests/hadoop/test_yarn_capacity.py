@@ -50,8 +50,8 @@ def test_a_region_runs_smaller_within_the_default_queue_and_beside_its_applicati
     capacity = results["wide"]["trace"]["capacity"]
     assert capacity["outcome"] == "reduced", capacity
     assert (
-        "asked for 4 executor(s) of 1 core(s), 1.5 GiB plus an ApplicationMaster of 1 core(s), 1.0 GiB"
-        in (capacity["message"])
+        "asked for 4 executor(s) of 1 core(s), 1.5 GiB plus a master container (ApplicationMaster or cluster-mode "
+        "driver) of 1 core(s), 1.0 GiB" in (capacity["message"])
     )
     assert "2 fit" in capacity["message"] and "within queue default (3 core(s), 6.0 GiB headroom)" in capacity["source"]
     assert results["wide"]["trace"]["executors"] == 2
@@ -69,6 +69,6 @@ def test_a_queue_too_small_for_one_executor_fails_early_with_the_real_numbers(
     assert run.state == "failed"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {"wide": "failed"}
     out = "".join(capfd.readouterr())
-    assert "not enough free resources: asked for 4 executor(s) of 1 core(s), 1.5 GiB plus an ApplicationMaster" in out
+    assert "not enough free resources: asked for 4 executor(s) of 1 core(s), 1.5 GiB plus a master container" in out
     assert "within queue small (1 core(s), 2.0 GiB headroom)" in out
     assert applications(hadoop_cluster, "yarn_small_queue") == []  # failed before submitting anything

@@ -596,3 +596,54 @@ def test_standalone_cluster_failure_brings_the_driver_stderr(
     )
     assert seen[-1] == f"/log/?driverId={DRIVER}&logType=stderr&byteLength=65536"
     assert launcher.ui_links("app-1").cluster_app_url == f"{base}/app/?appId=app-1"
+
+
+GiB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("deploy_mode", "conf", "expected"),
+    [
+        ("client", {"spark.driver.memory": "4g"}, (0, 0)),  # the driver is the task's child: no worker holds it
+        ("cluster", {}, (1, 1 * GiB)),  # Spark's defaults: 1 core, 1 GiB, and a standalone worker books no overhead
+        ("cluster", {"spark.driver.cores": "2", "spark.driver.memory": "3g"}, (2, 3 * GiB)),
+    ],
+)
+def test_a_standalone_cluster_mode_driver_is_booked_on_a_worker(
+    deploy_mode: str, conf: dict[str, str], expected: tuple[int, int]
+) -> None:
+    launcher = StandaloneLauncher(
+        settings("spark://master:7077", deploy_mode=deploy_mode, total_cores=2, total_memory="4g")
+    )
+    assert launcher.master_container(conf) == expected
+
+
+def test_two_cluster_mode_regions_never_hold_every_core_with_their_drivers() -> None:
+    # Seen on the multi-host rehearsal: two one-core workers, two regions admitted at once, each driver on a
+    # worker's only core, both applications WAITING for executors forever. With the driver booked, the first
+    # region takes one worker for its driver and the other for its executor; the second waits its turn.
+    from airflow_provider_finegrained.planning.capacity import ExecutorRequest, WorkerCapacity, decide_capacity
+
+    launcher = StandaloneLauncher(
+        settings("spark://master:7077", deploy_mode="cluster", total_cores=2, total_memory="4g")
+    )
+    cores, memory = launcher.master_container({})
+    request = ExecutorRequest(executors=2, cores=1, memory=1 * GiB, parallelism=2, master_cores=cores,
+                              master_memory=memory)  # fmt: skip
+    idle = [WorkerCapacity(1, 2 * GiB), WorkerCapacity(1, 2 * GiB)]
+    first = decide_capacity(request, idle)
+    assert (first.outcome, first.executors) == ("reduced", 1)
+    after_first = [
+        WorkerCapacity(0, 1 * GiB),
+        WorkerCapacity(0, 1 * GiB),
+    ]  # its driver on one, its executor on the other
+    second = decide_capacity(request, after_first)
+    assert (second.outcome, second.executors) == ("wait", 0)
+
+
+def test_a_bad_driver_cores_setting_is_named_with_what_is_allowed() -> None:
+    launcher = StandaloneLauncher(
+        settings("spark://master:7077", deploy_mode="cluster", total_cores=2, total_memory="4g")
+    )
+    with pytest.raises(ValueError, match=r"spark.driver.cores: '0'; allowed: a whole number of at least 1"):
+        launcher.master_container({"spark.driver.cores": "0"})

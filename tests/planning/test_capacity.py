@@ -70,7 +70,9 @@ def test_an_application_master_takes_its_container_before_the_executors(
 ) -> None:
     decision = decide_capacity(WITH_MASTER, workers)
     assert (decision.outcome, decision.executors) == (outcome, executors)
-    assert "plus an ApplicationMaster of 1 core(s), 1.0 GiB" in decision.message
+    assert "plus a master container (ApplicationMaster or cluster-mode driver) of 1 core(s), 1.0 GiB" in (
+        decision.message
+    )
     assert queue_capacity(WITH_MASTER, workers).executors == 4  # queued: asks for all, YARN places the master
 
 

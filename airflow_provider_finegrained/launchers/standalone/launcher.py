@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from airflow_provider_finegrained.launchers.base import (
@@ -22,6 +23,7 @@ from airflow_provider_finegrained.launchers.links import quote
 from airflow_provider_finegrained.launchers.master import MasterKind
 from airflow_provider_finegrained.launchers.standalone.client import driver_state, kill_detached, read_driver_log
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
+from airflow_provider_finegrained.planning.units import parse_bytes
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest, python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.storage import filesystem
@@ -56,6 +58,20 @@ class StandaloneLauncher(SparkSubmitLauncher):
     capacity_kind: CapacityKind = "standalone"
     # A standalone master books only spark.executor.memory (and off-heap) against a worker's memory.
     count_overhead = False
+
+    def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
+        """A cluster-mode driver: it runs on a worker, which books ``spark.driver.cores`` (1) and
+        ``spark.driver.memory`` (1 GiB, no overhead) for it; nothing in client mode.
+
+        Counted so that the capacity gate never admits regions whose drivers take the cores their executors
+        need: two such regions on two one-core workers would each hold a core and wait for executors forever.
+        """
+        if self.settings.deploy_mode != "cluster":
+            return (0, 0)
+        cores = conf.get("spark.driver.cores", "1")
+        if not cores.isdigit() or int(cores) < 1:
+            raise ValueError(f"spark.driver.cores: {cores!r}; allowed: a whole number of at least 1")
+        return int(cores), parse_bytes(conf.get("spark.driver.memory", "1g"), what="spark.driver.memory")
 
     def request(self, spec: LaunchSpec) -> SubmitRequest:
         """In cluster mode the driver runs on a worker, which must not read the Airflow worker's disk: the
