@@ -23,7 +23,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import get_json
-from airflow_provider_finegrained.spark.java import check_java
+from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS, check_java
 from airflow_provider_finegrained.spark.maven import MavenError, cache_root, resolve_jars
 from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
 from airflow_provider_finegrained.spark.state_file import read_state, write_state
@@ -32,26 +32,6 @@ from airflow_provider_finegrained.spark.submit import spark_home
 STATE_FILE = "hadoop.json"
 MAIN_CLASS = "LoopbackHadoop"
 RESOURCES = "airflow_provider_finegrained.spark.hadoop_minicluster"
-
-# What Spark's launcher opens for Java 17 (JavaModuleOptions); Hadoop's services need the same.
-JAVA_17_OPENS = tuple(
-    f"--add-opens=java.base/{package}=ALL-UNNAMED"
-    for package in (
-        "java.lang",
-        "java.lang.invoke",
-        "java.lang.reflect",
-        "java.io",
-        "java.net",
-        "java.nio",
-        "java.util",
-        "java.util.concurrent",
-        "java.util.concurrent.atomic",
-        "sun.nio.ch",
-        "sun.nio.cs",
-        "sun.security.action",
-        "sun.util.calendar",
-    )
-)
 
 
 class HadoopClusterError(RuntimeError):
@@ -181,7 +161,7 @@ def start_hadoop_cluster(
     command = [
         java.executable,
         "-Xmx1g",
-        *JAVA_17_OPENS,
+        *SPARK_MODULE_OPTIONS,  # Hadoop's services need the same opens
         f"-Dlog4j.configuration=file:{source.joinpath('log4j.properties')}",
         "-cp",
         classpath,

@@ -11,6 +11,37 @@ from dataclasses import dataclass
 
 MINIMUM_JAVA = 17
 
+SPARK_MODULE_OPTIONS = (
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    "--add-modules=jdk.incubator.vector",
+    *(
+        f"--add-opens={module}/{package}=ALL-UNNAMED"
+        for module, package in (
+            ("java.base", "java.lang"),
+            ("java.base", "java.lang.invoke"),
+            ("java.base", "java.lang.reflect"),
+            ("java.base", "java.io"),
+            ("java.base", "java.net"),
+            ("java.base", "java.nio"),
+            ("java.base", "java.util"),
+            ("java.base", "java.util.concurrent"),
+            ("java.base", "java.util.concurrent.atomic"),
+            ("java.base", "jdk.internal.ref"),
+            ("java.base", "sun.nio.ch"),
+            ("java.base", "sun.nio.cs"),
+            ("java.base", "sun.security.action"),
+            ("java.base", "sun.util.calendar"),
+            ("java.security.jgss", "sun.security.krb5"),
+        )
+    ),
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.allocator.type=pooled",
+    "-Dio.netty.handler.ssl.defaultEndpointVerificationAlgorithm=NONE",
+)
+"""What Spark 4.3's launcher gives the JVMs it starts (``org.apache.spark.launcher.JavaModuleOptions``;
+a test reads them from the installed spark-launcher jar). A JVM started some other way needs them too: a
+standalone worker starts a cluster-mode driver without them, and Hadoop's services need the same opens."""
+
 
 def install_hint(minimum: int = MINIMUM_JAVA) -> str:
     """What to tell a user who lacks a recent enough Java."""

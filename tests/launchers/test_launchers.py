@@ -37,6 +37,7 @@ from airflow_provider_finegrained.launchers.standalone import StandaloneLauncher
 from airflow_provider_finegrained.launchers.submitting import driver_program
 from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.launchers.yarn import YarnLauncher
+from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS
 from airflow_provider_finegrained.spark.submit import python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.warm import WarmPool
 from tests.loopback_http import JsonHandler, serving
@@ -167,6 +168,43 @@ def test_standalone_cluster_mode_runs_the_python_driver_through_python_runner(fa
         assert Path(copy).read_bytes() == Path(source).read_bytes()
     assert "spark.executor.cores=2" in command
     assert launcher.cluster_app_url("app-1") == "http://10.0.0.5:8080/app/?appId=app-1"
+
+
+@pytest.mark.parametrize("own", ["", "-Duser.timezone=UTC"])
+def test_a_standalone_cluster_mode_driver_gets_the_java_17_module_options(
+    fake_home: str, tmp_path: Path, own: str
+) -> None:
+    # The worker starts the driver JVM with spark.driver.extraJavaOptions alone: without Spark's module options
+    # the first date a driver wrote failed on the rehearsal (sun.util.calendar.ZoneInfo is not accessible).
+    launcher = submit_launcher(
+        settings("spark://10.0.0.5:7077", total_cores=4, deploy_mode="cluster", spark_home=fake_home,
+                 storage_root=str(tmp_path))
+    )  # fmt: skip
+    conf = {"spark.driver.extraJavaOptions": own} if own else {}
+    spec = LaunchSpec("r1", "dag.r1", f"{tmp_path}/d/r/_regions/r1/try=1/job.json", conf=conf)
+    options = launcher.request(spec).conf["spark.driver.extraJavaOptions"].split()
+    assert "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED" in options
+    assert options[: len(SPARK_MODULE_OPTIONS)] == list(SPARK_MODULE_OPTIONS)
+    assert options[len(SPARK_MODULE_OPTIONS) :] == own.split()  # the user's own come last, and win
+
+
+def test_a_client_mode_driver_keeps_its_java_options_as_given(fake_home: str) -> None:
+    # spark-submit's launcher starts a client-mode driver itself, with Spark's module options.
+    launcher = submit_launcher(settings("spark://10.0.0.5:7077", total_cores=4, spark_home=fake_home))
+    spec = LaunchSpec("r1", "dag.r1", "/srv/job.json", conf={"spark.driver.extraJavaOptions": "-Da=b"})
+    assert launcher.request(spec).conf["spark.driver.extraJavaOptions"] == "-Da=b"
+
+
+def test_the_module_options_are_those_of_the_installed_spark_launcher() -> None:
+    import zipfile
+
+    from airflow_provider_finegrained.spark.submit import spark_home
+
+    (jar,) = Path(spark_home(), "jars").glob("spark-launcher_*.jar")
+    with zipfile.ZipFile(jar) as archive:
+        constants = archive.read("org/apache/spark/launcher/JavaModuleOptions.class")
+    found = re.findall(rb"(?:-XX:|--add-|-D)[\w.+/=-]+", constants)
+    assert [option.decode() for option in found] == list(SPARK_MODULE_OPTIONS)
 
 
 def test_standalone_cluster_mode_on_a_root_workers_cannot_mount_keeps_the_installations_paths(fake_home: str) -> None:

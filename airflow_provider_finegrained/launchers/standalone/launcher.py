@@ -24,6 +24,7 @@ from airflow_provider_finegrained.launchers.master import MasterKind
 from airflow_provider_finegrained.launchers.standalone.client import driver_state, kill_detached, read_driver_log
 from airflow_provider_finegrained.launchers.submitting import SparkSubmitLauncher
 from airflow_provider_finegrained.planning.units import parse_bytes
+from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest, python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.storage import filesystem
@@ -32,6 +33,7 @@ from airflow_provider_finegrained.storage.locations import is_local, join, paren
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 PROGRAM_FOLDER = "program"
 """Inside a region's folder on the storage root: the files a cluster-mode driver starts from."""
 
@@ -79,7 +81,10 @@ class StandaloneLauncher(SparkSubmitLauncher):
         files only, so this needs a root every worker mounts; any other root keeps this installation's paths,
         which the workers' installation must then match)."""
         request = super().request(spec)
-        if self.settings.deploy_mode != "cluster" or not is_local(self.settings.storage_root):
+        if self.settings.deploy_mode != "cluster":
+            return request
+        request = dataclasses.replace(request, conf=with_module_options(request.conf))
+        if not is_local(self.settings.storage_root):
             return request
         folder = join(parent(spec.job_path), PROGRAM_FOLDER)
         shipped = {
@@ -121,6 +126,17 @@ class StandaloneLauncher(SparkSubmitLauncher):
             return None
         base = json_url.rstrip("/").removesuffix("/json")
         return f"{base}/app/?appId={quote(application_id)}"
+
+
+def with_module_options(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with Spark's Java 17 module options first in ``spark.driver.extraJavaOptions``.
+
+    A standalone worker starts a cluster-mode driver with ``spark.driver.extraJavaOptions`` alone, not with
+    what Spark's launcher gives the JVMs it starts, so the first date a driver read on the rehearsal failed
+    (``sun.util.calendar.ZoneInfo`` is not accessible). The user's own options come after, and win.
+    """
+    own = conf.get(DRIVER_JAVA_OPTIONS, "").strip()
+    return {**conf, DRIVER_JAVA_OPTIONS: " ".join([*SPARK_MODULE_OPTIONS, *([own] if own else [])])}
 
 
 def kill_on_master(settings: ConnectionSettings, driver_id: str) -> str:
