@@ -79,16 +79,21 @@ class WarmPoolStopError(RuntimeError):
 
 
 def auto_folder(settings: Any) -> str:
-    """``<storage_root>/_warm/<master>``: every task on this machine finds the same pool there.
+    """``<storage_root>/_warm/<host>/<master>``: every task on this host finds the same pool there.
 
-    A remote storage_root (hdfs://, s3://...) cannot hold locks, pids and a Unix socket, which are per host
-    anyway: the pool's folder is then ``$TMPDIR/finegrained-<uid>/_warm/<master>``. Its data stays on the root.
+    A pool is one per Airflow worker host: it listens on the host's loopback only, and its folder holds
+    pids, locks and a Unix socket that mean nothing on another host. ``<host>`` keeps the hosts of a
+    local root that several of them mount (NFS) apart. A remote storage_root (hdfs://, s3://...) cannot
+    hold them at all: the folder is then ``$TMPDIR/finegrained-<uid>/_warm/<master>``, on the host's own
+    disk. Its data stays on the root.
     """
     if settings.storage_is_local:
-        root = settings.storage_root.removeprefix("file://")
+        root = os.path.join(
+            settings.storage_root.removeprefix("file://"), WARM_FOLDER, plain_name(socket.gethostname())
+        )
     else:
-        root = os.path.join(tempfile.gettempdir(), f"finegrained-{os.getuid()}")
-    return os.path.abspath(os.path.join(root, WARM_FOLDER, plain_name(settings.master)))
+        root = os.path.join(tempfile.gettempdir(), f"finegrained-{os.getuid()}", WARM_FOLDER)
+    return os.path.abspath(os.path.join(root, plain_name(settings.master)))
 
 
 def localhost_addresses() -> list[str]:

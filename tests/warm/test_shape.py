@@ -64,8 +64,27 @@ def test_minimum_above_what_the_maximum_allows_is_refused_naming_the_settings(tm
         pool_shape(standalone(tmp_path, total_cores=5, min_slots=5))
 
 
-def test_auto_folder_is_per_master_under_the_storage_root(tmp_path: Path) -> None:
-    assert auto_folder(standalone(tmp_path)) == str(tmp_path / "_warm" / "spark___127.0.0.1_7077")
+def test_auto_folder_is_per_host_and_master_under_the_storage_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "worker-1.example")
+    assert auto_folder(standalone(tmp_path)) == str(tmp_path / "_warm" / "worker-1.example" / "spark___127.0.0.1_7077")
+
+
+def test_hosts_sharing_a_mounted_root_never_share_a_pool_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two Airflow worker hosts that mount one storage root (NFS): each pool listens on its own host's loopback,
+    # so a host that found the other's pid and port would reach nothing, or a process of its own on that port.
+    import socket
+
+    folders = set()
+    for host in ("worker-1", "worker-2"):
+        monkeypatch.setattr(socket, "gethostname", lambda host=host: host)
+        folders.add(auto_folder(standalone(tmp_path)))
+    assert len(folders) == 2
 
 
 def test_a_url_that_is_not_spark_connect_is_refused() -> None:
