@@ -1,7 +1,9 @@
-"""``python -m rehearsal up|run|status|down``: Airflow, Spark and storage on six hosts of one machine.
+"""``python -m rehearsal up|run|trial|load|status|down``: Airflow, Spark and storage on six hosts of one machine.
 
 ``up`` makes the hosts (:mod:`rehearsal.hosts`) and starts every service (:mod:`rehearsal.services`);
-``run`` runs the DAGs there and checks their answers; ``down`` stops everything and removes the hosts.
+``run`` runs the DAGs there and checks their answers; ``trial`` runs fault trials (:mod:`rehearsal.trials`);
+``load`` raises concurrent runs until something gives (:mod:`rehearsal.load`); ``down`` stops everything and
+removes the hosts.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import time
 from pathlib import Path
 
 from rehearsal import hosts, services
-from rehearsal.runs import run_dags, set_connection_extra
+from rehearsal.load import load
+from rehearsal.runs import ROOTS, run_dags, set_connection_extra, use_root
 from rehearsal.trials import TRIALS
 
 STATE = Path("/var/tmp/fg-rehearsal")
@@ -28,12 +31,18 @@ DAGS = [
 ]
 
 
-def up(state: Path, names: str) -> dict[str, str]:
-    """Every host and service; what a client needs to reach them (the UI, the master, the S3 endpoint)."""
-    from airflow_provider_finegrained.spark.hadoop_cluster import bundled_hadoop_version
+def up(state: Path, names: str, hdfs: bool = True) -> dict[str, str]:
+    """Every host and service; what a client needs to reach them (the UI, the master, the storage).
+
+    ``hdfs`` False leaves HDFS out (the S3 root alone: CI's short version).
+    """
+    from airflow_provider_finegrained.spark.hadoop_cluster import bundled_hadoop_version, resolve_classpath
     from airflow_provider_finegrained.storage.classpath import s3a_jars
 
-    jars = s3a_jars(bundled_hadoop_version())  # resolved here, before the hosts (which reach no registry)
+    # Resolved here, before the hosts (which reach no registry): the S3A jars and HDFS's classpath.
+    jars = s3a_jars(bundled_hadoop_version())
+    if hdfs:
+        resolve_classpath(bundled_hadoop_version())
     all_hosts = hosts.hosts(state, names)
     hosts.up(all_hosts)
     (state / "secrets.json").unlink(missing_ok=True)
@@ -42,6 +51,7 @@ def up(state: Path, names: str) -> dict[str, str]:
     services.start_redis(plan)
     master = services.start_spark(plan)
     endpoint = services.start_s3(plan)
+    hdfs_root = services.start_hdfs(plan, all_hosts) if hdfs else ""
     services.start_airflow_control(plan, DAGS)
     services.start_airflow_workers(plan, DAGS)
     services.add_connections(plan, master, endpoint, jars, f"s3://{services.BUCKET}/root")
@@ -50,21 +60,25 @@ def up(state: Path, names: str) -> dict[str, str]:
         lambda: {f"celery@{w.hostname}" for w in plan.workers} <= services.workers_online(plan),
         180,
     )
-    reach = {"ui": f"http://{plan.control.address}:8080", "master": master, "s3": endpoint}
+    reach = {"ui": f"http://{plan.control.address}:8080", "master": master, "s3": endpoint, "hdfs": hdfs_root}
     (state / "reach.json").write_text(json.dumps(reach, indent=1))
     return reach
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__)
-    parser.add_argument("action", choices=["up", "run", "trial", "status", "down"])
+    parser.add_argument("action", choices=["up", "run", "trial", "load", "status", "down"])
     parser.add_argument("--state", type=Path, default=STATE, help=f"the rehearsal's folder (default {STATE})")
     parser.add_argument("--hosts", default="abcdef", help="host letters; 'abcde' leaves out the second Spark worker")
-    parser.add_argument("--dags", default="spread_region,tpch_pipeline", help="DAG ids for run (comma-separated)")
+    parser.add_argument(
+        "--dags", default="spread_region,tpch_pipeline", help="DAG ids for run (comma-separated); load: the first"
+    )
     parser.add_argument("--deploy-mode", choices=["client", "cluster"], help="for run: the default connection's")
     parser.add_argument("--warm-pool", choices=["off", "auto"], help="for run: the default connection's warm_pool")
+    parser.add_argument("--root", choices=ROOTS, default="s3", help="for run: the storage root's (default s3)")
     parser.add_argument("--trials", default=",".join(TRIALS), help=f"trials to run, of {', '.join(TRIALS)}")
     parser.add_argument("--runs", type=int, default=1, help="how many times each trial runs, for trial")
+    parser.add_argument("--levels", default="1,2,4,8", help="for load: concurrent runs per level (comma-separated)")
     args = parser.parse_args(argv)
     args.state.mkdir(parents=True, exist_ok=True)
     all_hosts = hosts.hosts(args.state, args.hosts)
@@ -75,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         changes = {k: v for k, v in (("deploy_mode", args.deploy_mode), ("warm_pool", args.warm_pool)) if v}
         if changes:
             set_connection_extra(plan, "finegrained_spark_default", **changes)
-        results = run_dags(plan, args.dags.split(","))
+        use_root(plan, args.root)
+        results = run_dags(plan, args.dags.split(","), args.root)
         print(json.dumps(results, indent=1))
         return 0 if all(r["ok"] for r in results) else 1
     elif args.action == "trial":
@@ -98,6 +113,16 @@ def main(argv: list[str] | None = None) -> int:
             mine = [o for o in outcomes if o["trial"] == name]
             print(f"{name}: {sum(o['survived'] for o in mine)} of {len(mine)} survived")
         return 0 if all(o["survived"] for o in outcomes) else 1
+    elif args.action == "load":
+        plan = services.layout(all_hosts, args.state)
+        dag_id = args.dags.split(",")[0]
+        results = load(plan, dag_id, [int(n) for n in args.levels.split(",")])
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with open(RESULTS / "load.jsonl", "a") as out:
+            out.writelines(json.dumps({"at": at, **result}) + "\n" for result in results)
+        print(json.dumps(results, indent=1))
+        return 0 if not results[-1]["failed"] else 1
     elif args.action == "status":
         print(json.dumps({h.hostname: len(h.pids()) for h in all_hosts}, indent=1))
     else:

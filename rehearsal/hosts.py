@@ -157,9 +157,14 @@ def _pin_namespaces_folder() -> None:
 
 
 def _software_mounts() -> list[tuple[str, str]]:
-    """Read-only binds of what each host has installed besides the system: the jars Maven resolved."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-provider-finegrained" / "maven"
-    return [(str(cache), f"{HOME}/.cache/airflow-provider-finegrained/maven")] if cache.is_dir() else []
+    """Read-only binds of what each host has installed besides the system: what Maven resolved."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-provider-finegrained"
+    # maven: the S3A jars; hadoop: the Hadoop minicluster's classpath (its jars stay in ~/.m2, seen by every host)
+    return [
+        (str(cache / kind), f"{HOME}/.cache/airflow-provider-finegrained/{kind}")
+        for kind in ("maven", "hadoop")
+        if (cache / kind).is_dir()
+    ]
 
 
 def _installed_under_tmp() -> list[str]:

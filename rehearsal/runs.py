@@ -1,7 +1,8 @@
 """Running DAGs on the rehearsal's hosts and checking what they did: state, where each task ran, the answers.
 
 The driver (this machine's own namespace) triggers through host A's CLI, reads run state from the
-metadata database on host A, and reads answers from the S3 API on host D as any client would.
+metadata database on host A, and reads answers from the storage root on host D (S3 or HDFS) as any client
+would.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rehearsal.hosts import HostError
-from rehearsal.services import BUCKET, REPO, S3_KEY, S3_SECRET, VENV_BIN, Layout, wait_for
+from rehearsal.services import (
+    BUCKET,
+    HADOOP_CONF,
+    REPO,
+    S3_KEY,
+    S3_SECRET,
+    VENV_BIN,
+    Layout,
+    hdfs_reach,
+    wait_for,
+)
 
 TPCH_SCALE = 0.01
 
@@ -30,10 +41,34 @@ def psql(plan: Layout, sql: str) -> list[list[str]]:
     return [line.split("\t") for line in out.splitlines() if line]
 
 
+ROOTS = ("s3", "hdfs")
+
+
 def s3_options(plan: Layout) -> dict[str, Any]:
-    """fsspec options for the storage root, from the driver (by address: it has no /etc/hosts entry)."""
+    """fsspec options for the S3 root, from the driver (by address: it has no /etc/hosts entry)."""
     endpoint = f"http://{plan.storage.address}:5000"
     return {"key": S3_KEY, "secret": S3_SECRET, "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
+
+
+def storage_options(plan: Layout, location: str) -> dict[str, Any]:
+    """The provider's storage options for ``location`` (``s3://`` or ``hdfs://``), from the driver."""
+    return {"webhdfs_url": hdfs_reach(plan)[1]} if location.startswith("hdfs://") else s3_options(plan)
+
+
+def root_base(plan: Layout, kind: str) -> str:
+    """Where a storage ``kind``'s data lives: the S3 bucket or HDFS's root folder."""
+    return f"s3://{BUCKET}" if kind == "s3" else hdfs_reach(plan)[0].rstrip("/")
+
+
+def use_root(plan: Layout, kind: str) -> None:
+    """Point both provider connections at the ``kind`` storage root (``s3`` or ``hdfs``), as an operator would."""
+    root = f"{root_base(plan, kind)}/root"
+    for conn_id in ("finegrained_spark_default", "finegrained_spark_cluster"):
+        if kind == "s3":
+            set_connection_extra(plan, conn_id, storage_root=root, storage_conn_id="lake")
+        else:
+            hdfs = {"storage_root": root, "hadoop_conf_dir": HADOOP_CONF}
+            set_connection_extra(plan, conn_id, drop=("storage_conn_id",), **hdfs)
 
 
 def api(plan: Layout, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -61,10 +96,10 @@ def trigger(plan: Layout, dag_id: str, run_id: str, conf: dict[str, Any] | None 
     )
 
 
-def set_connection_extra(plan: Layout, conn_id: str, **changes: Any) -> None:
-    """Change some extras of a connection through the REST API, as an operator would in the UI."""
+def set_connection_extra(plan: Layout, conn_id: str, drop: Sequence[str] = (), **changes: Any) -> None:
+    """Change some extras of a connection (removing those in ``drop``) through the REST API, as in the UI."""
     conn = api(plan, "GET", f"/api/v2/connections/{conn_id}")
-    extra = {**json.loads(conn["extra"] or "{}"), **changes}
+    extra = {k: v for k, v in {**json.loads(conn["extra"] or "{}"), **changes}.items() if k not in drop}
     body = {"connection_id": conn_id, "conn_type": conn["conn_type"], "extra": json.dumps(extra)}
     api(plan, "PATCH", f"/api/v2/connections/{conn_id}?update_mask=extra", body)
 
@@ -116,7 +151,7 @@ def read_output(plan: Layout, location: str) -> pa.Table:
     from airflow_provider_finegrained.runtime.output import read_committed
     from airflow_provider_finegrained.storage import filesystem
 
-    options = s3_options(plan)
+    options = storage_options(plan, location)
     committed = read_committed(location, storage_options=options)
     tables = []
     for uri in committed.uris:
@@ -125,18 +160,19 @@ def read_output(plan: Layout, location: str) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def upload_tpch(plan: Layout, scale: float = TPCH_SCALE) -> tuple[Path, str]:
-    """TPC-H tables generated here and put on the S3 root; the local copy (for the reference answers) and the URI."""
-    import s3fs
+def upload_tpch(plan: Layout, kind: str, scale: float = TPCH_SCALE) -> tuple[Path, str]:
+    """TPC-H tables generated here and put on the ``kind`` storage; the local copy (for the answers) and the URI."""
+    from airflow_provider_finegrained.storage import filesystem
 
     sys.path.insert(0, str(REPO / "dags_examples"))
     from tpch_data import generate  # type: ignore[import-not-found]
 
     local = plan.control.state / f"tpch-sf{scale}"
     generate(scale, local)
-    store = s3fs.S3FileSystem(**s3_options(plan))
-    uri = f"s3://{BUCKET}/tpch-sf{scale}"
-    store.put(str(local) + "/", uri.removeprefix("s3://") + "/", recursive=True)
+    uri = f"{root_base(plan, kind)}/tpch-sf{scale}"
+    options = storage_options(plan, uri)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        filesystem.upload_file(str(path), f"{uri}/{path.relative_to(local).as_posix()}", options)
     return local, uri
 
 
@@ -172,20 +208,23 @@ def _decided(stages: dict[str, Any]) -> dict[str, Any]:
     return {name: (result.get("trace") or {}).get("parallelism") for name, result in stages.items()}
 
 
-def run_dags(plan: Layout, dag_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """Run each DAG once, one after the other; per DAG its state, seconds, hosts per task and checks."""
+def run_dags(plan: Layout, dag_ids: Sequence[str], root: str = "s3") -> list[dict[str, Any]]:
+    """Run each DAG once, one after the other; per DAG its state, seconds, hosts per task and checks.
+
+    ``root``: the storage the connections' root is on (``s3`` or ``hdfs``); the TPC-H tables are put there.
+    """
     results = []
     for dag_id in dag_ids:
         run_id = f"rehearsal-{int(time.time())}"
         conf: dict[str, Any] = {}
         local = None
         if dag_id == "tpch_pipeline":
-            local, uri = upload_tpch(plan)
+            local, uri = upload_tpch(plan, root)
             conf = {"data_dir": uri}
         started = time.monotonic()
         trigger(plan, dag_id, run_id, conf)
         state = wait_run(plan, dag_id, run_id)
-        result: dict[str, Any] = {"dag_id": dag_id, "run_id": run_id, "state": state,
+        result: dict[str, Any] = {"dag_id": dag_id, "run_id": run_id, "root": root, "state": state,
                                   "seconds": round(time.monotonic() - started, 1),
                                   "tasks": task_hosts(plan, dag_id, run_id)}  # fmt: skip
         try:

@@ -4,7 +4,8 @@
   dag-processor and triggerer;
 - hosts B and C: Airflow Celery workers, each also on a queue of its own (``host_b``, ``host_c``) so a
   DAG can put a task on one;
-- host D: the Spark standalone master and the S3 API server (moto) that holds the storage root;
+- host D: the Spark standalone master, the S3 API server (moto) and HDFS (the loopback Hadoop cluster's
+  NameNode and DataNode, no YARN), either of which holds the storage root;
 - hosts E and F: Spark standalone workers.
 """
 
@@ -29,6 +30,10 @@ AIRFLOW_HOME = f"{HOME}/airflow"
 BUCKET = "lake"
 S3_KEY, S3_SECRET = "rehearsal-access-key", "rehearsal-secret-key-never-shown"
 REPO = Path(__file__).resolve().parent.parent
+HDFS_DIR = f"{HOME}/hdfs"
+"""HDFS's folder on host D (its blocks, logs and the client configuration it writes)."""
+HADOOP_CONF = f"{HOME}/hadoop-conf"
+"""Every host's HADOOP_CONF_DIR: HDFS's client configuration, copied to each as a deployment tool would."""
 SPARK_CORES, SPARK_MEMORY = 1, "2g"
 """Each Spark worker host's cores and memory."""
 
@@ -221,6 +226,39 @@ def start_s3(layout: Layout) -> str:
     request = urllib.request.Request(f"http://{d.address}:5000/{BUCKET}", method="PUT")
     urllib.request.urlopen(request, timeout=10).close()
     return endpoint
+
+
+def start_hdfs(layout: Layout, all_hosts: Sequence[Host]) -> str:
+    """HDFS on D, reached at its address (``hadoop start --host``); its client configuration on every host.
+
+    Returns ``fs.defaultFS``. The Airflow side reaches it over WebHDFS at the address in that configuration.
+    """
+    d = layout.storage
+    argv = [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "hadoop", "start", "--dir", HDFS_DIR,
+            "--host", d.address, "--nodemanagers", "0", "--timeout", "240"]  # fmt: skip
+    d.run(argv, timeout=300)
+    conf = _on_disk(d, f"{HDFS_DIR}/conf")
+    for host in all_hosts:
+        target = _on_disk(host, HADOOP_CONF)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(conf, target)
+    return hdfs_reach(layout)[0]
+
+
+def hdfs_reach(layout: Layout) -> tuple[str, str]:
+    """HDFS's ``fs.defaultFS`` and its NameNode's web address (WebHDFS), as recorded on host D."""
+    state = json.loads((_on_disk(layout.storage, HDFS_DIR) / "hadoop.json").read_text())
+    return state["default_fs"], state["namenode_http_url"]
+
+
+def hdfs_pid(layout: Layout) -> int:
+    """The process that runs HDFS on host D."""
+    return int(json.loads((_on_disk(layout.storage, HDFS_DIR) / "hadoop.json").read_text())["pid"])
+
+
+def _on_disk(host: Host, path: str) -> Path:
+    """Where ``path`` under a host's $HOME lies on the real disk (for the driver, which is on no host)."""
+    return host.folder / "home" / Path(path).relative_to(HOME)
 
 
 def add_connections(layout: Layout, master: str, endpoint: str, jars: Sequence[str], root: str) -> None:

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 from rehearsal.hosts import Host, stop_processes
-from rehearsal.runs import psql, read_output, stage_results, task_hosts, trigger, wait_run
-from rehearsal.services import AIRFLOW, Layout, alive_spark_workers, start_spark_worker, wait_for
+from rehearsal.runs import psql, read_output, stage_results, storage_options, task_hosts, trigger, use_root, wait_run
+from rehearsal.services import AIRFLOW, Layout, alive_spark_workers, hdfs_pid, start_spark_worker, wait_for
 
 HOLD_S = 60
 """How long the leader's driver waits before its job: time for the trial to find and cut its host."""
@@ -177,6 +179,68 @@ def restart_control(plan: Layout, component: str, dag_id: str, waiting: str) -> 
     return result
 
 
+def storage_unreachable(plan: Layout, kind: str, stall_s: int = 30, hold_s: int = 20) -> dict[str, Any]:
+    """One trial: the storage root (``kind``: the S3 API or HDFS on host D) stops answering for ``stall_s``
+    seconds just as a client-mode region's job starts writing to it (the process is frozen, so connections
+    hang as they do behind a dead switch, rather than being refused).
+
+    Survived when the run ends with the right answer, and nothing was half-published: the stage's output has
+    exactly one commit marker, and it lists only files that are there. A try that failed on the way must
+    have said clearly that the storage was the trouble; its retry then ran.
+    """
+    dag_id, run_id = "cut_region_client", f"storage-{kind}-{int(time.time())}"
+    use_root(plan, kind)
+    known = {app["id"] for app in spark_apps(plan)}
+    trigger(plan, dag_id, run_id, {"hold_s": hold_s})
+
+    def registered() -> bool:
+        leader = task_hosts(plan, dag_id, run_id).get("slow_numbers", {})
+        return leader.get("state") == "running" and any(app["id"] not in known for app in spark_apps(plan))
+
+    wait_for(f"{dag_id}'s application registered", registered, 240)
+    time.sleep(max(0, hold_s - 3))  # the driver's hold ends and the job starts within the stall
+    pid = hdfs_pid(plan) if kind == "hdfs" else int((plan.storage.logs / "s3.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(stall_s)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    state = wait_run(plan, dag_id, run_id, timeout=900)
+    tasks = task_hosts(plan, dag_id, run_id)
+    result: dict[str, Any] = {"trial": f"storage_unreachable_{kind}", "run_id": run_id, "stall_s": stall_s,
+                              "state": state, "tasks": tasks}  # fmt: skip
+    if state == "success":
+        result["answers_equal"] = _evens_right(plan, dag_id, run_id)
+        result["commit_markers"] = _commit_markers(plan, stage_results(plan, dag_id, run_id)["evens"])
+    errors = [
+        line.strip()[:300]
+        for host in {t["host"] for t in tasks.values() if t.get("host")}
+        for line in _task_logs(plan, host, dag_id, run_id, "task_id=*/attempt=*.log").splitlines()
+        if '"level":"error"' in line or "ERROR" in line
+    ]
+    result["errors"] = errors[:5]
+    retried = any(t["try"] > 1 for t in tasks.values())
+    result["survived"] = bool(
+        state == "success"
+        and result.get("answers_equal")
+        and result.get("commit_markers") == 1
+        and (not retried or any(kind.upper() in e.upper() or "storage" in e.lower() for e in errors))
+    )
+    use_root(plan, "s3")
+    return result
+
+
+def _commit_markers(plan: Layout, stage: dict[str, Any]) -> int:
+    """How many commit markers a stage's output has over all of its tries (one: nothing was published twice)."""
+    from airflow_provider_finegrained.runtime.output import MARKER, TRY_PREFIX
+    from airflow_provider_finegrained.storage import filesystem
+
+    path = str(stage["output"]["path"]).rstrip("/")
+    stage_folder = path[: path.index(f"/{TRY_PREFIX}")] if f"/{TRY_PREFIX}" in path else path
+    files = filesystem.list_files(stage_folder, storage_options(plan, stage_folder))
+    return sum(1 for name in files if name.rsplit("/", 1)[-1] == MARKER)
+
+
 def stop_pid(pid: int, grace: float = 30.0) -> None:
     """SIGTERM a process (and SIGKILL it after ``grace`` seconds), as a service manager restarts one."""
     import psutil
@@ -198,5 +262,7 @@ TRIALS: dict[str, Callable[[Layout], dict[str, Any]]] = {
     "lose_spark_worker": lose_spark_worker,
     "restart_scheduler": lambda plan: restart_control(plan, "scheduler", "cut_region_client", "running"),
     "restart_triggerer": lambda plan: restart_control(plan, "triggerer", "cut_region_cluster_deferred", "deferred"),
+    "storage_unreachable_s3": lambda plan: storage_unreachable(plan, "s3"),
+    "storage_unreachable_hdfs": lambda plan: storage_unreachable(plan, "hdfs"),
 }
 """Every trial ``python -m rehearsal trial --trials`` knows, by name."""
