@@ -169,6 +169,10 @@ class StageTrace:
     input_balance: dict[str, Any] | None = None
     """How the stage's file input was balanced over its tasks (split and open-cost sizes, skew
     thresholds, the measured file-size spread) and why, or None when it reads no files."""
+    decided_from: dict[str, Any] | None = None
+    """What the region's decision read (``execution.decision``): the stage's inputs (upstream partition bytes,
+    external file sizes), its settings, the region's cluster profile, forward-group values and the application
+    settings the launch added (``launch``); ``finegrained explain`` decides again from it."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent by the provider (inputs_s: XCom, commit checks, measuring; decide_s: planning)
     against Spark (submit_s: the region's spark-submit wall time; spark_stage_s: the stage's own work)."""

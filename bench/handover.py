@@ -46,8 +46,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "dags_examples"))
 
 from airflow_provider_finegrained.contract import OutputRecord  # noqa: E402
-from airflow_provider_finegrained.execution.region_job import adaptive_conf  # noqa: E402
-from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region  # noqa: E402
+from airflow_provider_finegrained.execution.decision import (  # noqa: E402
+    ExternalSizes,
+    StageInputs,
+    adaptive_conf,
+    decide_region,
+)
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageSpec, plan_stages  # noqa: E402
 from airflow_provider_finegrained.runtime import spark_status  # noqa: E402
 

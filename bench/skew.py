@@ -58,7 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
+from airflow_provider_finegrained.execution.decision import adaptive_conf, write_options
 from airflow_provider_finegrained.planning import (
     ClusterProfile,
     ConsumedResult,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
+from airflow_provider_finegrained.execution.decision import ExternalSizes, StageInputs, decide_region
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, ParallelismConfig, StageSpec, plan_stages
 
 MiB = 2**20

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.region_run import ExternalSizes, StageInputs, decide_region
+from airflow_provider_finegrained.execution.decision import ExternalSizes, StageInputs, decide_region
 from airflow_provider_finegrained.planning import (
     ClusterProfile,
     LearnedExpansion,
@@ -40,8 +40,8 @@ def test_forward_consumer_in_a_region_keeps_the_producers_final_parallelism() ->
     assert decision.traces["order"].rule == "forward edge: same as 'join'"
     # The in-memory consumer's input is estimated from what its producer consumed.
     assert decision.traces["order"].consumed_bytes == {"joined": 150 * MiB}
-    assert decision.in_region_consumers["join"] == ["order"]
-    assert decision.outside_consumers["join"] == []
+    assert decision.in_region_consumers["join"] == ("order",)
+    assert decision.outside_consumers["join"] == ()
 
 
 def test_source_sized_from_its_files_with_a_broadcast_side() -> None:

@@ -17,6 +17,7 @@ from airflow_provider_finegrained.secrets import REDACTED, REDACTION_REGEX_CONF,
 from airflow_provider_finegrained.spark.submit import SubmitRequest, redacted_command, spark_submit_command
 from airflow_provider_finegrained.warm import pool_shape
 from airflow_provider_finegrained.warm.server import server_command, server_conf, server_env, server_secret_conf
+from tests.decisions import sized_decision
 from tests.test_secrets import AIRFLOW_NAMED_SECRETS
 
 pytestmark = pytest.mark.security
@@ -89,7 +90,7 @@ def test_spark_redacts_with_the_rule_in_every_application_the_provider_starts(tm
     profile = ClusterProfile(total_cores=2, total_memory=4 * GiB, executor_cores=2, executor_memory=GiB, local=True)
     sizing = size_region([StageDemand("s", 2)], profile)
     settings = _local_settings(tmp_path, {**AIRFLOW_NAMED_SECRETS})
-    regex = application_conf(sizing, settings, {}, [])[REDACTION_REGEX_CONF]
+    regex = application_conf(sized_decision(sizing, settings), settings, {}, [])[REDACTION_REGEX_CONF]
     assert regex == spark_redaction_regex()
     assert server_conf(settings, pool_shape(settings), 1, 2, "/f")[REDACTION_REGEX_CONF] == regex
     for key in AIRFLOW_NAMED_SECRETS:
@@ -100,7 +101,7 @@ def test_a_users_own_redaction_regex_wins(tmp_path: Path) -> None:
     profile = ClusterProfile(total_cores=2, total_memory=4 * GiB, executor_cores=2, executor_memory=GiB, local=True)
     sizing = size_region([StageDemand("s", 2)], profile)
     settings = _local_settings(tmp_path, {REDACTION_REGEX_CONF: "(?i)mine"})
-    assert application_conf(sizing, settings, {}, [])[REDACTION_REGEX_CONF] == "(?i)mine"
+    assert application_conf(sized_decision(sizing, settings), settings, {}, [])[REDACTION_REGEX_CONF] == "(?i)mine"
     assert server_conf(settings, pool_shape(settings), 1, 2, "/f")[REDACTION_REGEX_CONF] == "(?i)mine"
 
 

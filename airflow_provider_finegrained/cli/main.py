@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_finegrained.cli import cluster, hadoop, report, size, warm
+from airflow_provider_finegrained.cli import cluster, explain, hadoop, report, size, warm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +42,7 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     add_plan_parser,
     size.add_parser,
     report.add_parser,
+    explain.add_parser,
     cluster.add_parser,
     hadoop.add_parser,
     warm.add_parser,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_finegrained.execution.region_run import ExternalSizes
+from airflow_provider_finegrained.execution.decision import ExternalSizes
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import StorageOptions
 from airflow_provider_finegrained.storage.locations import join

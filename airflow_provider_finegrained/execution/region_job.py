@@ -10,12 +10,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf, starts_on_every_executor
+from airflow_provider_finegrained.execution.decision import RegionDecision, StageInputs
+from airflow_provider_finegrained.execution.executor_lifecycle import starts_on_every_executor
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
-from airflow_provider_finegrained.execution.region_run import RegionDecision, StageInputs
-from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
-from airflow_provider_finegrained.planning import DagPlan, Distribution, ParallelismConfig, RegionSizing
-from airflow_provider_finegrained.planning.balance import InputBalance, decide_adaptive, producer_row_group_bytes
+from airflow_provider_finegrained.planning import DagPlan, Distribution
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob
 from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF, spark_redaction_regex
 
@@ -56,9 +54,9 @@ def build_region_job(
     inputs: Mapping[str, StageInputs],
     folder: RegionFolder,
     settings: ConnectionSettings,
-    config_for: Callable[[str], ParallelismConfig],
 ) -> RegionJob:
-    """The region job of the decided region, its callables pickled into the region folder."""
+    """The region job of the decided region, its callables pickled into the region folder: each stage runs with
+    its decision's session settings and writer options, unchanged."""
     # pyspark's cloudpickle without pyspark's 0.6-3 s of imports on the task's path (vendored_cloudpickle)
     from airflow_provider_finegrained.spark import vendored_cloudpickle as cloudpickle
 
@@ -97,24 +95,12 @@ def build_region_job(
             StageJob(
                 name=member,
                 inputs=refs,
-                session_conf={
-                    **stage_session_conf(decision, member),
-                    **adaptive_conf(
-                        settings.adaptive_query_execution,
-                        config_for(member),
-                        decision.sizing.stages[scans_of(decision, member)].balance,
-                        decision.sizing.stages[member].coalesce_floor,
-                    ),
-                    **{k: str(v) for k, v in task.spark_conf.items() if k.startswith("spark.sql.")},
-                },
+                session_conf=decision.session_conf(member),
                 output_location=(
                     folder.output_location(member, task.output_path) if needs_output or task.output_path else None
                 ),
                 output_format=task.output_format,
-                write_options=write_options(
-                    task.output_format,
-                    [config_for(c) for c in decision.outside_consumers[member]] or [config_for(member)],
-                ),
+                write_options=dict(decision.stages[member].write_options),
                 callable_path=callable_path,
                 application=task.application,
                 application_args=[str(a) for a in task.application_args],
@@ -127,50 +113,15 @@ def build_region_job(
     )
 
 
-def adaptive_conf(
-    enabled: bool, config: ParallelismConfig, balance: InputBalance | None = None, min_partitions: int = 1
-) -> dict[str, str]:
-    """A stage's AQE settings: off, or on as an in-query correction towards the planned bytes per task.
-
-    ``balance``: the stage's scanned files (``StageSizing.balance``); with skewed input the advisory size
-    and skew threshold go below the bytes per task (``planning.balance.decide_adaptive``).
-    ``min_partitions``: the fewest partitions AQE may coalesce a shuffle into (``StageSizing.coalesce_floor``,
-    the memory floor), set on every stage so that no stage inherits another's in a shared session.
-    """
-    if not enabled:
-        return {"spark.sql.adaptive.enabled": "false"}
-    # The decided parallelism is an upper bound that AQE may coalesce towards the same bytes per task when
-    # filters leave less data than planned; a hot key's partition is split towards that size too (Spark's
-    # skew thresholds, 5x the median and 256 MiB, never fire on partitions sized at a few MiB).
-    return {
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
-        "spark.sql.adaptive.coalescePartitions.minPartitionNum": str(max(1, min_partitions)),
-        **decide_adaptive(config.avg_bytes_per_task, balance).session_conf(),
-    }
-
-
-def write_options(output_format: str, consumer_configs: Sequence[ParallelismConfig]) -> dict[str, str]:
-    """A producer's writer options: parquet row groups small enough for its consumers' splits to cut.
-
-    Spark gives a parquet row group to the split holding its midpoint, so a file written as one 128 MiB
-    row group is read by one task however small the consumers' splits are.
-    """
-    if output_format != "parquet" or not consumer_configs:
-        return {}
-    smallest = min(c.avg_bytes_per_task for c in consumer_configs)
-    return {"parquet.block.size": str(producer_row_group_bytes(smallest))}
-
-
 def application_conf(
-    sizing: RegionSizing,
+    decision: RegionDecision,
     settings: ConnectionSettings,
     launcher_conf: Mapping[str, str],
     stage_confs: Iterable[Mapping[str, Any]],
     storage_conf: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The application's Spark settings: sizing, executors' lifecycle (dynamic allocation bounded by the
-    decision and the minimum resources), the launcher's, the storage's, the connection's, the stages'.
+    """The application's Spark settings: the decision's (sizing, executors' lifecycle: dynamic allocation bounded
+    by the decision and the minimum resources), the launcher's, the storage's, the connection's, the stages'.
 
     Later sources win: a connection's or a stage's ``spark_conf`` overrides the launcher's defaults and the
     ``spark.hadoop.*`` settings made from ``storage_conn_id``'s credentials (``storage_conf``).
@@ -180,9 +131,9 @@ def application_conf(
         # Spark's UI, event log and logs mask what the provider's rule calls secret, not only what Spark's
         # default regex does (it shows spark.executorEnv.API_KEY); the user's own regex wins (set later).
         REDACTION_REGEX_CONF: spark_redaction_regex(),
-        **sizing.application_conf(),
-        **executor_lifecycle_conf(settings.resource_bounds(), sizing, settings.executors_from == "start"),
+        **decision.application_conf,
     }
+    sizing = decision.sizing
     if not sizing.local:
         # Local mode sizes the driver as the executors; elsewhere the driver keeps the connection's size.
         conf["spark.driver.memory"] = f"{settings.driver_memory // 2**20}m"

@@ -1,8 +1,9 @@
 """Each stage's trace, built once from the frozen results of a region run. No Airflow imports.
 
 ``decide_region`` gives each stage's decided trace (inputs, config, parallelism, sizing); the run adds
-how the region reached Spark (carrier), what capacity it got, the Spark settings in force, how the
-application ended and what the driver recorded for the stage, all in :func:`stage_trace`.
+how the region reached Spark (carrier), what capacity it got, the Spark settings in force (and which of them
+the launch added to the decision's, for ``finegrained explain``), how the application ended and what the
+driver recorded for the stage, all in :func:`stage_trace`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_finegrained.contract import StageTrace
+from airflow_provider_finegrained.execution.decision import RegionDecision
 from airflow_provider_finegrained.launchers.base import LaunchResult
 from airflow_provider_finegrained.runtime.job import StageStatus
 
@@ -58,6 +60,22 @@ def stage_seconds(status: StageStatus | None) -> dict[str, float]:
     return {"spark_stage_s": (ended - started).total_seconds()}
 
 
+def launch_record(decision: RegionDecision, stage: str, spark_conf: Mapping[str, str]) -> dict[str, Any]:
+    """What the launch put around the decision in ``stage``'s Spark settings (``spark_conf``, as traced).
+
+    ``application`` False: the region ran with an application it did not configure (a warm pool's), so its
+    settings are the stage's session settings alone. Else ``conf``: the application settings that the
+    launcher, the storage, the connection's and the stages' ``spark_conf`` added or changed, and ``dropped``:
+    decided ones it left out. With the decision's own, they give ``spark_conf`` again (``finegrained explain``).
+    """
+    session = decision.stages[stage].session_conf
+    if all(key in session for key in spark_conf):
+        return {"application": False}
+    decided = decision.application_conf
+    conf = {k: v for k, v in spark_conf.items() if k not in session and decided.get(k) != v}
+    return {"application": True, "conf": conf, "dropped": sorted(k for k in decided if k not in spark_conf)}
+
+
 def stage_trace(
     decided: StageTrace,
     facts: RegionRunFacts,
@@ -65,8 +83,10 @@ def stage_trace(
     status: StageStatus | None,
     *,
     first: bool,
+    launch: Mapping[str, Any] | None = None,
 ) -> StageTrace:
-    """The stage's complete trace: its decided trace plus what the run learnt (``first``: the region's first stage)."""
+    """The stage's complete trace: its decided trace plus what the run learnt (``first``: the region's first stage;
+    ``launch``: what the launch put around the decision in ``spark_conf``, :func:`launch_record`)."""
     execution = dict(facts.carrier)
     if decided.stage in facts.launch.sessions:
         execution["session"] = facts.launch.sessions[decided.stage]
@@ -92,4 +112,5 @@ def stage_trace(
         broadcast_inputs=list(decided.broadcast_inputs),
         config=dict(decided.config),
         sizing_notes=list(decided.sizing_notes),
+        decided_from=None if decided.decided_from is None else {**decided.decided_from, "launch": dict(launch or {})},
     )

@@ -24,10 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from airflow_provider_finegrained.execution.region_run import RegionDecision
 
 SCAN_PREFIX = "spark.sql.files."
 """Session settings that only file scans read: those of a lazy producer go where its scans run."""
@@ -100,8 +96,21 @@ def effective_session_conf(
     settings (``spark.sql.files.*``); with several such producers, the first in region order.
     ``written``: stages with an ``output_path`` (they run their own jobs).
     """
+    return carried_session_conf(members, in_region_consumers, outside_consumers, session_conf, scans_files, written)[0]
+
+
+def carried_session_conf(
+    members: Sequence[str],
+    in_region_consumers: Mapping[str, Sequence[str]],
+    outside_consumers: Mapping[str, Sequence[str]],
+    session_conf: Mapping[str, Mapping[str, str]],
+    scans_files: Mapping[str, bool],
+    written: Collection[str] = (),
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """:func:`effective_session_conf`, and for each stage that took a handed-over producer's scan settings, that
+    producer (whose file scans run in its jobs, so whose balance sets its scan-derived AQE sizes)."""
     runners = _Runners(members, in_region_consumers, outside_consumers, written)
-    return _effective(runners, members, session_conf, scans_files)[0]
+    return _effective(runners, members, session_conf, scans_files)
 
 
 def _effective(
@@ -160,31 +169,6 @@ def spark_reach(
                 note += f", with {carried[stage]!r}'s scan settings (spark.sql.files.*): the file scans are its"
         reach[stage] = SparkReach(None, note)
     return reach
-
-
-def stage_session_conf(decision: RegionDecision, stage: str) -> dict[str, str]:
-    """``stage``'s per-stage session settings in ``decision``'s region, scan settings carried
-    (:func:`effective_session_conf`); what the region job sets before the stage's function runs."""
-    return _decision_effective(decision)[0][stage]
-
-
-def scans_of(decision: RegionDecision, stage: str) -> str:
-    """The stage whose file scans run in ``stage``'s Spark jobs and set its scan-derived settings (its
-    balance, hence AQE's advisory and skew sizes): ``stage`` itself, or the handed-over producer whose
-    scan settings it carries."""
-    return _decision_effective(decision)[1].get(stage, stage)
-
-
-def _decision_effective(decision: RegionDecision) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    members = list(decision.traces)
-    stages = decision.sizing.stages
-    runners = _Runners(members, decision.in_region_consumers, decision.outside_consumers, decision.written)
-    return _effective(
-        runners,
-        members,
-        {m: stages[m].session_conf() for m in members},
-        {m: stages[m].balance is not None for m in members},
-    )
 
 
 def _note(

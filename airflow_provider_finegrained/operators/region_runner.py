@@ -39,17 +39,23 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     reduced_profile,
     region_request,
 )
-from airflow_provider_finegrained.execution.history_store import RegionHistory
-from airflow_provider_finegrained.execution.measure import measure_external
-from airflow_provider_finegrained.execution.region_folder import RegionFolder
-from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
-from airflow_provider_finegrained.execution.region_run import (
+from airflow_provider_finegrained.execution.decision import (
+    DecisionSettings,
     RegionDecision,
     StageInputs,
     decide_region,
     forward_group_peers,
 )
-from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts, stage_trace
+from airflow_provider_finegrained.execution.history_store import RegionHistory
+from airflow_provider_finegrained.execution.measure import measure_external
+from airflow_provider_finegrained.execution.region_folder import RegionFolder
+from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
+from airflow_provider_finegrained.execution.region_trace import (
+    CapacityRecord,
+    RegionRunFacts,
+    launch_record,
+    stage_trace,
+)
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
 from airflow_provider_finegrained.launchers.base import (
     Launcher,
@@ -430,7 +436,8 @@ class RegionRunner:
             launch=result,
         )
         app_conf = self.application_conf(submit_launcher(self.settings, self.log), decision)
-        outcome = self.collect(decision, run_facts, {m: redact_mapping(app_conf) for m in self.members})
+        spark_conf = {m: redact_mapping({**app_conf, **decision.session_conf(m)}) for m in self.members}
+        outcome = self.collect(decision, run_facts, spark_conf)
         self.forget()
         ended = f"application {handle.remote_id} (submitted by try {handle.try_number}) ended {status.state}"
         self.raise_for_failure(result, ended)
@@ -504,6 +511,13 @@ class RegionRunner:
             learned,
             ran_with=self.peers_ran_with(),
             written=written,
+            settings=DecisionSettings(
+                adaptive_query_execution=self.settings.adaptive_query_execution,
+                stage_spark_conf={m: {k: str(v) for k, v in self.tasks[m].spark_conf.items()} for m in self.members},
+                output_format={m: self.tasks[m].output_format for m in self.members},
+                resource_bounds=self.settings.resource_bounds(),
+                executors_from_start=self.settings.executors_from == "start",
+            ),
         )
 
     def peers_ran_with(self) -> dict[str, int]:
@@ -592,12 +606,10 @@ class RegionRunner:
         capacity: CapacityRecord,
         timings: dict[str, float],
     ) -> RegionOutcome:
-        job = build_region_job(
-            self.plan, self.region, self.tasks, decision, inputs, self.folder, self.settings, self.config_for
-        )
+        job = build_region_job(self.plan, self.region, self.tasks, decision, inputs, self.folder, self.settings)
         # A warm region runs with the pool's application settings; only its session settings are its own.
         app_conf = {} if launcher.capacity_kind == "none" else self.application_conf(launcher, decision)
-        spark_conf = {stage.name: redact_mapping({**app_conf, **stage.session_conf}) for stage in job.stages}
+        spark_conf = {m: redact_mapping({**app_conf, **decision.session_conf(m)}) for m in self.members}
         spec = LaunchSpec(
             region=self.region,
             app_name=self.app_name,
@@ -623,7 +635,7 @@ class RegionRunner:
 
     def application_conf(self, launcher: Launcher, decision: RegionDecision) -> dict[str, str]:
         conf = application_conf(
-            decision.sizing,
+            decision,
             self.settings,
             launcher.application_conf(self.app_name),
             [self.tasks[m].spark_conf for m in self.members],
@@ -748,8 +760,14 @@ class RegionRunner:
         for member in self.members:
             status = self.folder.read_status(member)
             self.statuses[member] = status or StageStatus(member, "not_run", error="the driver recorded no result")
+            launch = launch_record(decision, member, spark_conf[member])
             trace = stage_trace(
-                decision.traces[member], facts, spark_conf[member], status, first=member == self.members[0]
+                decision.stages[member].trace,
+                facts,
+                spark_conf[member],
+                status,
+                first=member == self.members[0],
+                launch=launch,
             )
             self.folder.write_trace(trace)
             traces[member] = trace

@@ -1,12 +1,13 @@
-"""Render a :class:`DagPlan` for people (a table), for programs (JSON) and for Graphviz (DOT)."""
+"""Render a :class:`DagPlan` for people (a table), for programs (JSON, and back) and for Graphviz (DOT)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
-from airflow_provider_finegrained.planning.plan import DagPlan
+from airflow_provider_finegrained.planning.plan import DagPlan, Exchange, StagePlan
 from airflow_provider_finegrained.planning.resources import ResourceSpec
 from airflow_provider_finegrained.planning.units import format_bytes
 
@@ -145,3 +146,42 @@ def _parallelism_text(fixed: int | None, low: int | None, high: int | None) -> s
     if low is None and high is None:
         return "adaptive"
     return f"adaptive [{low or 1}, {high if high is not None else 'max'}]"
+
+
+def plan_from_dict(data: Mapping[str, Any]) -> DagPlan:
+    """The plan :func:`plan_to_dict` described (as stored in XCom): equal to the plan it was made from."""
+    exchanges = tuple(
+        Exchange(
+            producer=str(e["producer"]),
+            consumer=str(e["consumer"]),
+            mode=ExchangeMode(e["mode"]),
+            distribution=Distribution(e["distribution"]),
+            input_name=str(e["input"]),
+        )
+        for e in data["exchanges"]
+    )
+    inputs: dict[str, list[Exchange]] = {}
+    for exchange in exchanges:
+        inputs.setdefault(exchange.consumer, []).append(exchange)
+    stages = {
+        name: StagePlan(
+            name=name,
+            region=str(stage["region"]),
+            forward_group=int(stage["forward_group"]),
+            slot_sharing_group=str(stage["slot_sharing_group"]),
+            memory_fraction=float(stage["memory_fraction"]),
+            resources=ResourceSpec.from_value(stage["resources"]),
+            fixed_parallelism=stage["fixed_parallelism"],
+            min_parallelism=stage["min_parallelism"],
+            max_parallelism=stage["max_parallelism"],
+            inputs=tuple(inputs.get(name, ())),
+        )
+        for name, stage in data["stages"].items()
+    }
+    return DagPlan(
+        dag_id=str(data.get("dag_id", "")),
+        stages=stages,
+        regions={str(r["name"]): tuple(r["stages"]) for r in data["regions"]},
+        forward_groups=tuple(tuple(group) for group in data["forward_groups"]),
+        exchanges=exchanges,
+    )

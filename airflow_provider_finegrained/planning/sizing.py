@@ -249,65 +249,11 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
         max_slots = executors * slots_per_executor
     slots = max(1, max_slots)
 
-    result: dict[str, StageSizing] = {}
-    for stage in stages:
-        one = sized[stage.stage]
-        parallelism, scan, notes = one.parallelism, one.scan, one.notes
-        split_differs = scan != parallelism
-        if not stage.fixed:
-            low = max(stage.min_parallelism, one.floor)
-            balanced = even_waves(parallelism, slots, low, stage.max_parallelism)
-            if balanced != parallelism and stage.power_of_two:
-                # The stated rule wins: a power of two stays one, even if its last wave leaves slots idle.
-                notes = (
-                    *notes,
-                    f"even waves over {slots} slots not applied ({parallelism} -> {balanced}): "
-                    f"normalize='power_of_two' keeps {parallelism}",
-                )
-            elif balanced != parallelism:
-                notes = (*notes, f"{parallelism} -> {balanced} for even waves over {slots} slots")
-                parallelism = balanced
-            if split_differs and not stage.power_of_two:
-                scan = even_waves(scan, slots, low, stage.max_parallelism)
-            elif not split_differs:
-                scan = parallelism
-        used_executors = executors if not shape.local else 1
-        balance = decide_balance(
-            stage.input_file_bytes,
-            scan,
-            row_group_bytes=stage.input_row_group_bytes,
-            cores=slots * task_cpus,
-            slots=slots,
-        )
-        if balance and (
-            balance.open_cost_bytes < SPARK_OPEN_COST_BYTES or balance.file_bytes[2] > balance.max_partition_bytes
-        ):
-            notes = (
-                *notes,
-                f"input balance: {balance.file_count} files split at {balance.max_partition_bytes} bytes, "
-                f"open cost {balance.open_cost_bytes}; predicted task max/median {balance.spread:.2f} "
-                f"(Spark's defaults: {spread(balance.default_task_bytes):.2f})",
-            )
-        max_partition_bytes = balance.max_partition_bytes if balance else split_bytes(stage.consumed_bytes, scan)
-        if scan != parallelism:
-            notes = (
-                *notes,
-                f"scan split follows the bytes on disk: spark.sql.files.maxPartitionBytes {max_partition_bytes} "
-                f"sized for {scan} tasks; spark.sql.shuffle.partitions {parallelism} from the corrected decision",
-            )
-        result[stage.stage] = StageSizing(
-            stage=stage.stage,
-            parallelism=parallelism,
-            requested_parallelism=stage.parallelism,
-            waves=math.ceil(parallelism / slots),
-            max_partition_bytes=max_partition_bytes,
-            per_task_memory=int(per_task_memory * stage.memory_fraction),
-            memory_floor=one.floor,
-            tasks_per_executor=(parallelism // used_executors, -(-parallelism // used_executors)),
-            notes=notes,
-            balance=balance,
-            scan_parallelism=scan,
-        )
+    used_executors = executors if not shape.local else 1
+    result = {
+        stage.stage: _final(stage, sized[stage.stage], slots, task_cpus, used_executors, per_task_memory)
+        for stage in stages
+    }
     return RegionSizing(
         executor_instances=executors,
         executor_cores=shape.executor_cores,
@@ -327,6 +273,63 @@ def size_region(stages: Sequence[StageDemand], profile: ClusterProfile) -> Regio
 def split_bytes(consumed_bytes: int, parallelism: int) -> int:
     """The input split size that gives ``parallelism`` tasks over ``consumed_bytes`` (at least 1 MiB)."""
     return max(MIN_SPLIT_BYTES, math.ceil(consumed_bytes / parallelism))
+
+
+def _final(
+    stage: StageDemand, one: _Sized, slots: int, task_cpus: int, used_executors: int, per_task_memory: float
+) -> StageSizing:
+    """One stage's sizing on the region's slots: even waves (unless fixed or a power of two), its input balance."""
+    parallelism, scan, notes = one.parallelism, one.scan, one.notes
+    split_differs = scan != parallelism
+    if not stage.fixed:
+        low = max(stage.min_parallelism, one.floor)
+        balanced = even_waves(parallelism, slots, low, stage.max_parallelism)
+        if balanced != parallelism and stage.power_of_two:
+            # The stated rule wins: a power of two stays one, even if its last wave leaves slots idle.
+            notes = (
+                *notes,
+                f"even waves over {slots} slots not applied ({parallelism} -> {balanced}): "
+                f"normalize='power_of_two' keeps {parallelism}",
+            )
+        elif balanced != parallelism:
+            notes = (*notes, f"{parallelism} -> {balanced} for even waves over {slots} slots")
+            parallelism = balanced
+        if split_differs and not stage.power_of_two:
+            scan = even_waves(scan, slots, low, stage.max_parallelism)
+        elif not split_differs:
+            scan = parallelism
+    balance = decide_balance(
+        stage.input_file_bytes, scan, row_group_bytes=stage.input_row_group_bytes, cores=slots * task_cpus, slots=slots
+    )
+    if balance and (
+        balance.open_cost_bytes < SPARK_OPEN_COST_BYTES or balance.file_bytes[2] > balance.max_partition_bytes
+    ):
+        notes = (
+            *notes,
+            f"input balance: {balance.file_count} files split at {balance.max_partition_bytes} bytes, "
+            f"open cost {balance.open_cost_bytes}; predicted task max/median {balance.spread:.2f} "
+            f"(Spark's defaults: {spread(balance.default_task_bytes):.2f})",
+        )
+    max_partition_bytes = balance.max_partition_bytes if balance else split_bytes(stage.consumed_bytes, scan)
+    if scan != parallelism:
+        notes = (
+            *notes,
+            f"scan split follows the bytes on disk: spark.sql.files.maxPartitionBytes {max_partition_bytes} "
+            f"sized for {scan} tasks; spark.sql.shuffle.partitions {parallelism} from the corrected decision",
+        )
+    return StageSizing(
+        stage=stage.stage,
+        parallelism=parallelism,
+        requested_parallelism=stage.parallelism,
+        waves=math.ceil(parallelism / slots),
+        max_partition_bytes=max_partition_bytes,
+        per_task_memory=int(per_task_memory * stage.memory_fraction),
+        memory_floor=one.floor,
+        tasks_per_executor=(parallelism // used_executors, -(-parallelism // used_executors)),
+        notes=notes,
+        balance=balance,
+        scan_parallelism=scan,
+    )
 
 
 def even_waves(parallelism: int, slots: int, low: int = 1, high: int = 2**31 - 1) -> int:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.region_run import (
+from airflow_provider_finegrained.execution.decision import (
     ExternalSizes,
     StageInputs,
     decide_region,

@@ -2,8 +2,9 @@
 
 The provider's settings come from the provider's own code: the example DAG read into a plan
 (``read_dag``), each region decided by ``decide_region`` from the measured bytes of the tables and of
-the outputs upstream stages wrote in this run, and each stage's session settings from
-``StageSizing.session_conf`` and ``adaptive_conf``, exactly what a warm region sets before a stage.
+the outputs upstream stages wrote in this run, and each stage's session settings and writer options taken
+unchanged from that decision (``StageDecision.session_conf``, ``write_options``): exactly what a region sets
+before a stage, AQE's coalesce floor included.
 """
 
 from __future__ import annotations
@@ -73,15 +74,14 @@ class ProviderSizing:
 
     def _decide(self, region: str) -> None:
         from airflow_provider_finegrained.contract import OutputRecord
-        from airflow_provider_finegrained.execution.measure import measure_external
-        from airflow_provider_finegrained.execution.region_job import adaptive_conf, write_options
-        from airflow_provider_finegrained.execution.region_run import (
+        from airflow_provider_finegrained.execution.decision import (
+            DecisionSettings,
             ExternalSizes,
             StageInputs,
             decide_region,
             forward_group_peers,
         )
-        from airflow_provider_finegrained.execution.spark_reach import scans_of, stage_session_conf
+        from airflow_provider_finegrained.execution.measure import measure_external
 
         inputs: dict[str, StageInputs] = {}
         for member in self.plan.regions[region]:
@@ -102,20 +102,21 @@ class ProviderSizing:
             p: int(self.decided[p]["parallelism"]) for p in forward_group_peers(self.plan, region) if p in self.decided
         }
         decision = decide_region(
-            self.plan, region, inputs, lambda _: config_for(), self.settings.cluster_profile(), ran_with=ran_with
+            self.plan,
+            region,
+            inputs,
+            lambda _: config_for(),
+            self.settings.cluster_profile(),
+            ran_with=ran_with,
+            settings=DecisionSettings(adaptive_query_execution=self.aqe),
         )
         for member in self.plan.regions[region]:
-            # What the region job sets before the stage (execution/region_job.py): the stage's settings with
-            # a handed-over producer's scan settings carried, AQE sized from the scanned files' balance, and
-            # the writer's row groups cut for the consumers' splits.
-            sizing = decision.sizing.stages[member]
-            balance = decision.sizing.stages[scans_of(decision, member)].balance
-            self._region_confs[member] = {
-                **stage_session_conf(decision, member),
-                **adaptive_conf(self.aqe, config_for(), balance),
-            }
-            self._write_options[member] = write_options("parquet", [config_for()])
-            trace = decision.traces[member]
+            # What the region job sets before the stage: its decision's session settings and writer options.
+            stage = decision.stages[member]
+            sizing = stage.sizing
+            self._region_confs[member] = dict(stage.session_conf)
+            self._write_options[member] = dict(stage.write_options)
+            trace = stage.trace
             self.decided[member] = {
                 "parallelism": sizing.parallelism,
                 "rule": trace.rule,

@@ -74,3 +74,21 @@ def test_every_stage_ran_warm_in_a_session_of_its_own(tpch_run: Any) -> None:
     _, results = tpch_run
     assert {r["trace"]["execution"]["mode"] for r in results.values()} == {"warm"}
     assert len({r["trace"]["execution"]["session"] for r in results.values()}) == len(results) == 8
+
+
+def test_explain_equals_the_run(tpch_run: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``airflow finegrained explain --json`` decides every stage again from the run's record: per stage the
+    same parallelism, decided parallelism, rule and Spark settings as its trace."""
+    import json
+
+    from airflow_provider_finegrained.cli.main import main
+
+    run, results = tpch_run
+    assert main(["explain", "tpch_pipeline", "--run-id", run.run_id, "--json"]) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    assert set(stages) == set(results)
+    for name, explained in stages.items():
+        trace = results[name]["trace"]
+        for key in ("parallelism", "decided_parallelism", "rule", "spark_conf"):
+            assert explained[key] == trace[key], (name, key)
+        assert explained["same_as_run"] is True

@@ -16,6 +16,7 @@ from airflow_provider_finegrained.execution.region_job import application_conf
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, StageDemand, size_region
 from airflow_provider_finegrained.planning.capacity import ResourceBounds
+from tests.decisions import sized_decision
 
 GiB = 2**30
 DA = "spark.dynamicAllocation."
@@ -146,7 +147,8 @@ def test_the_application_conf_carries_it_and_the_connection_wins(
     host: str, extra: dict[str, Any], expected_da: str, initial: str, ratio: str | None, text: str
 ) -> None:
     region = size_region([StageDemand("wide", 4)], CLUSTER)
-    conf = application_conf(region, settings(host, total_cores=4, **extra), {}, [])
+    conn = settings(host, total_cores=4, **extra)
+    conf = application_conf(sized_decision(region, conn), conn, {}, [])
     assert conf[f"{DA}enabled"] == expected_da
     assert conf[f"{DA}maxExecutors"] == "4" and conf["spark.cores.max"] == "4"
     assert conf[f"{DA}initialExecutors"] == initial
@@ -175,7 +177,8 @@ def test_starts_on_every_executor_only_when_all_are_asked_for_at_the_start(
 
 def test_a_local_application_conf_has_no_dynamic_allocation() -> None:
     profile = ClusterProfile(total_cores=2, total_memory=4 * GiB, executor_cores=2, executor_memory=GiB, local=True)
-    conf = application_conf(size_region([StageDemand("s", 2)], profile), settings("local[2]"), {}, [])
+    conn = settings("local[2]")
+    conf = application_conf(sized_decision(size_region([StageDemand("s", 2)], profile), conn), conn, {}, [])
     assert not any(k.startswith(DA) for k in conf)
     assert lifecycle_text(conf) == ""
 

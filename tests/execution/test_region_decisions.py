@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.region_run import (
+from airflow_provider_finegrained.execution.decision import (
     ExternalSizes,
     StageInputs,
     decide_region,

@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.execution.region_job import adaptive_conf, application_conf, write_options
+from airflow_provider_finegrained.execution.decision import adaptive_conf, write_options
+from airflow_provider_finegrained.execution.region_job import application_conf
 from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
 from airflow_provider_finegrained.planning.balance import decide_balance
+from tests.decisions import sized_decision
 
 GiB = 2**30
 
@@ -96,7 +98,7 @@ def test_application_conf_layers_launcher_connection_and_stages() -> None:
     )
     launcher_conf = {"spark.yarn.maxAppAttempts": "1", "spark.yarn.submit.waitAppCompletion": "true"}
     stage_confs = [{"spark.sql.shuffle.partitions": "3", "spark.eventLog.enabled": "true"}, {}]
-    conf = application_conf(sizing, conn, launcher_conf, stage_confs)
+    conf = application_conf(sized_decision(sizing, conn), conn, launcher_conf, stage_confs)
     assert conf["spark.yarn.maxAppAttempts"] == "2"  # the connection's own setting wins over the launcher's
     assert conf["spark.yarn.submit.waitAppCompletion"] == "true"
     assert conf["spark.yarn.queue"] == "etl" and conf["spark.eventLog.enabled"] == "true"
@@ -112,7 +114,7 @@ def test_application_conf_layers_launcher_connection_and_stages() -> None:
 def test_local_application_conf_sizes_the_driver_as_the_executors() -> None:
     profile = ClusterProfile(total_cores=2, total_memory=4 * GiB, executor_cores=2, executor_memory=GiB, local=True)
     sizing = size_region([StageDemand("s", 2)], profile)
-    conf = application_conf(sizing, settings("local[2]"), {}, [])
+    conf = application_conf(sized_decision(sizing, settings("local[2]")), settings("local[2]"), {}, [])
     assert conf["spark.driver.memory"] == f"{sizing.executor_memory // 2**20}m"
     assert "spark.scheduler.minRegisteredResourcesRatio" not in conf
     assert conf["spark.ui.showConsoleProgress"] == "false"
@@ -120,7 +122,7 @@ def test_local_application_conf_sizes_the_driver_as_the_executors() -> None:
 
 def test_the_trace_records_the_aqe_sizes_decided_from_the_files() -> None:
     from airflow_provider_finegrained.contract import OutputRecord
-    from airflow_provider_finegrained.execution.region_run import StageInputs, decide_region
+    from airflow_provider_finegrained.execution.decision import StageInputs, decide_region
     from airflow_provider_finegrained.planning import StageSpec, plan_stages
 
     MiB = 2**20

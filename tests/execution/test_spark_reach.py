@@ -7,17 +7,20 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.region_run import StageInputs, decide_region
+from airflow_provider_finegrained.execution.decision import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.execution.spark_reach import (
     effective_session_conf,
     runs_own_jobs,
-    scans_of,
     spark_reach,
-    stage_session_conf,
 )
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageSpec, plan_stages
 
 MiB = 2**20
+
+
+def stage_session_conf(decision: RegionDecision, stage: str) -> dict[str, str]:
+    """The stage's decided session settings (scan settings carried), without AQE's."""
+    return {k: v for k, v in decision.stages[stage].session_conf.items() if not k.startswith("spark.sql.adaptive.")}
 
 
 def conf(partitions: int, split: int = MiB) -> dict[str, str]:
@@ -194,7 +197,7 @@ def test_decide_region_traces_an_in_memory_producer() -> None:
     assert joins["spark.sql.shuffle.partitions"] == "4"
     assert stage_session_conf(decision, "order") == joins == stage_session_conf(decision, "join")
     # ...and so AQE's sizes derived from join's files (the region job's adaptive_conf reads that balance).
-    assert (scans_of(decision, "order"), scans_of(decision, "join")) == ("join", "join")
+    assert (decision.stages["order"].scans_of, decision.stages["join"].scans_of) == ("join", "join")
     assert decision.sizing.stages["order"].session_conf() != joins  # order's own split size is not join's
     shared = ", ".join(f"{k} {v}" for k, v in sorted(joins.items()))
     assert join.sizing_notes[-1] == (

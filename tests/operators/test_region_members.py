@@ -192,3 +192,23 @@ def test_forward_group_over_regions_is_decided_once(region_run: tuple[str, Any])
     assert y["parallelism"] == z["parallelism"] == c["parallelism"]
     for trace in (y, z):
         assert trace["spark_conf"]["spark.sql.shuffle.partitions"] == str(c["parallelism"])
+
+
+def test_explain_equals_the_run(region_run: tuple[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """``airflow finegrained explain --json`` on this run (a region of four stages with their own settings, a
+    forward group over three regions): per stage the same parallelism, decided parallelism, rule and Spark
+    settings as its trace."""
+    import json
+
+    from airflow_provider_finegrained.cli.main import main
+
+    run_id, state = region_run
+    assert state == "success"
+    traces = run_xcoms(DAG_ID, run_id, "finegrained_trace")
+    assert main(["explain", DAG_ID, "--run-id", run_id, "--json"]) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    assert set(stages) == set(traces) == {"a", "b", "c", "d", "y", "z"}
+    for name, explained in stages.items():
+        for key in ("parallelism", "decided_parallelism", "rule", "spark_conf"):
+            assert explained[key] == traces[name][key], (name, key)
+    assert stages["y"]["rule"] == "forward group: same as 'c'" and stages["z"]["rule"] == "forward edge: same as 'c'"
