@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from airflow_provider_finegrained.hooks.coercion import ConnectionSettingsError
+from airflow_provider_finegrained.settings.coercion import ConnectionSettingsError
 
 S3_SCHEMES: Final = ("s3", "s3a", "s3n")
 GCS_SCHEMES: Final = ("gs", "gcs")

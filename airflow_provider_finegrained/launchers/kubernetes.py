@@ -34,7 +34,7 @@ from airflow_provider_finegrained.spark.properties_file import secret_properties
 from airflow_provider_finegrained.spark.submit import SubmitRequest, conf_arguments, spark_submit_path
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 DEFAULT_NAMESPACE = "default"
 _POD_PHASE_STATES: dict[str, LaunchState] = {

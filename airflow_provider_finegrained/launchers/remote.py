@@ -21,7 +21,7 @@ from airflow_provider_finegrained.launchers.standalone import launcher as standa
 from airflow_provider_finegrained.launchers.yarn import launcher as yarn
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 
 @dataclass(frozen=True)

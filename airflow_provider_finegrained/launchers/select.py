@@ -14,7 +14,7 @@ from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.launchers.yarn import YarnLauncher
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
     from airflow_provider_finegrained.warm import WarmPool
 
 SUBMIT_LAUNCHERS: tuple[type[SparkSubmitLauncher], ...] = (

@@ -40,7 +40,7 @@ from airflow_provider_finegrained.spark.submit import (
 )
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 _DRIVER_ID_PREFIX = "driver-"
 

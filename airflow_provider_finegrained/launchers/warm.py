@@ -30,8 +30,8 @@ from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targ
 from airflow_provider_finegrained.launchers.master import MasterKind
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.runtime.connect_region import ConnectSessions
+    from airflow_provider_finegrained.settings import ConnectionSettings
     from airflow_provider_finegrained.warm import WarmPool
     from airflow_provider_finegrained.warm.driver_client import ReadyDriver, SessionRecorder
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.execution.region_job import adaptive_conf, application_conf, write_options
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
 from airflow_provider_finegrained.planning.balance import decide_balance
+from airflow_provider_finegrained.settings import ConnectionSettings
 
 GiB = 2**30
 

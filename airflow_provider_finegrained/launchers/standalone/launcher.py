@@ -28,7 +28,7 @@ from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.locations import is_local, join, parent
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 PROGRAM_FOLDER = "program"
 """Inside a region's folder on the storage root: the files a cluster-mode driver starts from."""

@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_finegrained.hooks.declarations import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.http import HttpRequestError
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -27,11 +26,12 @@ from airflow_provider_finegrained.launchers.yarn.applications import (
     yarn_launch_status,
 )
 from airflow_provider_finegrained.planning.units import parse_bytes
+from airflow_provider_finegrained.settings.resources import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 APPLICATION_CONF: Mapping[str, str] = {
     # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
