@@ -12,6 +12,7 @@ section; the planner, the CLI and tests build settings from plain mappings.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -20,7 +21,13 @@ from typing import Any, Final, Self
 from pydantic import model_validator
 
 from airflow_provider_finegrained.launchers.master import MasterInfo
-from airflow_provider_finegrained.planning import ClusterProfile, WorkerShape, check_resource_stability, format_bytes
+from airflow_provider_finegrained.planning import (
+    ClusterProfile,
+    ResourceBounds,
+    WorkerShape,
+    check_resource_stability,
+    format_bytes,
+)
 from airflow_provider_finegrained.settings.build import connection_values, settable_fields
 from airflow_provider_finegrained.settings.cluster import ClusterSettings
 from airflow_provider_finegrained.settings.coercion import ConnectionSettingsError
@@ -36,7 +43,8 @@ from airflow_provider_finegrained.settings.storage import StorageSettings
 from airflow_provider_finegrained.settings.warm_pool import EMBEDDED_WARM_POOL, WarmPoolSettings
 
 _NO_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({})
-_RESOURCE_BOUNDS: Final = ("min_slots", "max_slots", "min_cpu", "max_cpu", "min_memory", "max_memory")
+_RESOURCE_BOUNDS: Final = tuple(field.name for field in dataclasses.fields(ResourceBounds))
+"""The minimum and maximum resources: the settings named like ``ResourceBounds``' fields."""
 
 
 # Reversed MRO is declaration order: cluster, storage, resources, parallelism, history, warm pool (build.CONCERNS).
