@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field
 
@@ -52,6 +52,8 @@ def _master(where: str, raw: object) -> str:
 
 class ClusterSettings(SettingsModel):
     """Where Spark runs and how it is reached: the master, the Spark and Java installs, its services."""
+
+    CONCERN: ClassVar[str] = "cluster"
 
     master: Annotated[
         str,

@@ -84,7 +84,9 @@ class Setting:
             bound = f">= {self.minimum:g}" if self.below is None else f"in [{self.minimum:g}, {self.below:g})"
             return f"number {bound}"
         if self.kind == "bytes":
-            return "byte size" + (f" >= {format_bytes(int(self.minimum))}" if self.minimum else "")
+            if not self.minimum:
+                return "byte size"
+            return "byte size > 0" if self.minimum == 1 else f"byte size >= {_size(int(self.minimum))}"
         return self.kind
 
     def secret_values(self, value: object) -> list[str]:
@@ -124,6 +126,11 @@ class Setting:
             return self.parse(info.field_name or "value", raw)
 
         return core_schema.with_info_plain_validator_function(validate)
+
+
+def _size(count: int) -> str:
+    """A byte count as Spark writes a size (``450m``) when it is a whole number of MiB."""
+    return f"{count // 2**20}m" if count % 2**20 == 0 else format_bytes(count)
 
 
 def _allows_none(annotation: Any) -> bool:

@@ -5,7 +5,7 @@ Pure: no Airflow or Spark imports.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from airflow_provider_finegrained.planning.history import DEFAULT_MIN_RUNS as DEFAULT_HISTORY_MIN_RUNS
 from airflow_provider_finegrained.settings.field import boolean, integer
@@ -14,6 +14,8 @@ from airflow_provider_finegrained.settings.model import SettingsModel
 
 class HistorySettings(SettingsModel):
     """Learning each stage's expansion (shuffle bytes, peak memory per byte on disk) from its past runs."""
+
+    CONCERN: ClassVar[str] = "history"
 
     learn_from_history: Annotated[
         bool,

@@ -10,7 +10,7 @@ anywhere else. Pure: no Airflow or Spark imports.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -22,6 +22,8 @@ class SettingsModel(BaseModel):
     """Frozen and strict about names; a bad value raises :class:`ConnectionSettingsError` with every problem."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    CONCERN: ClassVar[str] = ""
+    """The concern's name: the attribute of ``ConnectionSettings`` that hands it out."""
 
     def __init__(self, **values: Any) -> None:
         try:

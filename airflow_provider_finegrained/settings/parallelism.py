@@ -5,7 +5,7 @@ Pure: no Airflow or Spark imports.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from airflow_provider_finegrained.planning import DEFAULT_AVG_BYTES_PER_TASK, ParallelismConfig
 from airflow_provider_finegrained.planning.parallelism import NORMALIZE_MODES
@@ -15,6 +15,8 @@ from airflow_provider_finegrained.settings.model import SettingsModel
 
 class ParallelismSettings(SettingsModel):
     """The adaptive parallelism decision's knobs (FLIP-187), and Spark's AQE inside each stage."""
+
+    CONCERN: ClassVar[str] = "parallelism"
 
     min_parallelism: Annotated[
         int,

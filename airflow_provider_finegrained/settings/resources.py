@@ -5,7 +5,7 @@ Pure: no Airflow or Spark imports.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from airflow_provider_finegrained.planning import ResourceBounds
 from airflow_provider_finegrained.settings import coercion
@@ -27,6 +27,8 @@ MIN_MEMORY_OVERHEAD: Final = 384 * MiB
 
 class ResourceSettings(SettingsModel):
     """How big one Spark application may be, the executor shape, and the minimum/maximum resources."""
+
+    CONCERN: ClassVar[str] = "resources"
 
     total_cores: Annotated[
         int,

@@ -5,7 +5,7 @@ Pure: no Airflow or Spark imports.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from airflow_provider_finegrained.settings import coercion
 from airflow_provider_finegrained.settings.coercion import URL_SCHEME
@@ -15,6 +15,8 @@ from airflow_provider_finegrained.settings.model import SettingsModel
 
 class StorageSettings(SettingsModel):
     """Where stage outputs live, and whose credentials the Airflow side uses to reach them."""
+
+    CONCERN: ClassVar[str] = "storage"
 
     storage_root: Annotated[
         str,

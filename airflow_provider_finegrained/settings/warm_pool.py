@@ -5,7 +5,7 @@ Pure: no Airflow or Spark imports.
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated, ClassVar, Final
 
 from airflow_provider_finegrained.settings import coercion
 from airflow_provider_finegrained.settings.field import number, string
@@ -17,6 +17,8 @@ EMBEDDED_WARM_POOL: Final = "auto"
 
 class WarmPoolSettings(SettingsModel):
     """Whether regions run in a long-lived Spark Connect server instead of one application each."""
+
+    CONCERN: ClassVar[str] = "warm"
 
     warm_pool: Annotated[
         str,

@@ -53,10 +53,11 @@ def problems(host: str | None = "local[4]", defaults: dict[str, Any] | None = No
     return str(info.value)
 
 
-def test_settings_and_form_import_without_airflow_or_spark() -> None:
+def test_settings_form_and_docs_import_without_airflow_or_spark() -> None:
     # The planner and the CLI build settings without paying for (or needing) an Airflow import.
     code = (
-        "import sys, airflow_provider_finegrained.settings, airflow_provider_finegrained.settings.form;"
+        "import sys, airflow_provider_finegrained.settings, airflow_provider_finegrained.settings.form,"
+        " airflow_provider_finegrained.settings.docs;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'py4j')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
