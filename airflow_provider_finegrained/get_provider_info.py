@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_finegrained import __version__
-from airflow_provider_finegrained.hooks.connection_form import config_section, connection_types
+from airflow_provider_finegrained.settings.form import config_section, connection_types
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.operators.links import (
     SPARK_UI_KEY,
     LiveLink,
@@ -27,6 +26,7 @@ from airflow_provider_finegrained.operators.links import (
     driver_ui_from_line,
     spark_ui_targets,
 )
+from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.e2e.conftest import _install_examples, load_dag, run_xcoms
 
 

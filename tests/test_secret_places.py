@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.execution.region_job import application_conf
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, StageDemand, size_region
 from airflow_provider_finegrained.secrets import REDACTED, REDACTION_REGEX_CONF, spark_redaction_regex
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.spark.submit import SubmitRequest, redacted_command, spark_submit_command
 from airflow_provider_finegrained.warm import pool_shape
 from airflow_provider_finegrained.warm.server import server_command, server_conf, server_env, server_secret_conf

@@ -42,7 +42,7 @@ from airflow_provider_finegrained.storage.filesystem import StorageOptions
 from airflow_provider_finegrained.storage.locations import is_local, join, plain_name
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 LEDGER_FOLDER = "_capacity"
 

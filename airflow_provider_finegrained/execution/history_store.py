@@ -28,7 +28,7 @@ from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.locations import join, sanitize_component
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 HISTORY_FOLDER = "_history"
 READ_LIMIT = 3 * WINDOW

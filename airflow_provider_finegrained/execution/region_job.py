@@ -18,7 +18,7 @@ from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJ
 from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF, spark_redaction_regex
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 
 class StageTaskLike(Protocol):

@@ -16,7 +16,7 @@ from airflow_provider_finegrained.planning.sizing import SPARK_DEFAULT_MEMORY_FR
 from airflow_provider_finegrained.planning.warm_fit import PoolShape, decide_warm_fit, static_settings
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
     from airflow_provider_finegrained.warm import WarmPool
 
 

@@ -1,13 +1,14 @@
-"""The ``finegrained_spark`` connection: its settings (pure) and the Airflow hook that reads them.
+"""The Airflow side of the ``finegrained_spark`` connection: the hook that reads it into settings.
 
-``FineGrainedSparkHook`` is imported lazily so that ``settings`` stays importable without Airflow.
+The settings themselves are the pure package :mod:`airflow_provider_finegrained.settings`;
+``FineGrainedSparkHook`` is imported lazily so that importing this package needs no Airflow.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings, ConnectionSettingsError
+from airflow_provider_finegrained.settings import ConnectionSettings, ConnectionSettingsError
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook

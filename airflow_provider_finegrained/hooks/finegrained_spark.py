@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_provider_finegrained.hooks.settings import (
-    ConnectionSettings,
-    ConnectionSettingsError,
-    settable_fields,
-)
 from airflow_provider_finegrained.hooks.storage_options import (
     StorageConnection,
     secret_option_values,
     storage_options,
 )
 from airflow_provider_finegrained.planning import format_bytes
+from airflow_provider_finegrained.settings import (
+    ConnectionSettings,
+    ConnectionSettingsError,
+    settable_fields,
+)
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.capacity.sources import ClusterCapacity
@@ -457,7 +457,7 @@ def _fit_check(settings: ConnectionSettings, capacity: ClusterCapacity, overhead
 
 
 def _overhead(executor_memory: int) -> int:
-    from airflow_provider_finegrained.hooks.settings import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
+    from airflow_provider_finegrained.settings.resources import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 
     return max(MIN_MEMORY_OVERHEAD, int(MEMORY_OVERHEAD_FACTOR * executor_memory))
 

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from airflow_provider_finegrained.hooks.coercion import ConnectionSettingsError
+from airflow_provider_finegrained.secrets import is_secret_key
+from airflow_provider_finegrained.settings.coercion import ConnectionSettingsError
 
 S3_SCHEMES: Final = ("s3", "s3a", "s3n")
 GCS_SCHEMES: Final = ("gs", "gcs")
@@ -120,9 +121,13 @@ def _gcs_options(conn: StorageConnection) -> dict[str, Any]:
 
 
 def secret_option_values(options: Mapping[str, Any]) -> list[str]:
-    """The credential strings in ``options`` (to register with a log masker)."""
-    values = [options[k] for k in ("secret", "token") if isinstance(options.get(k), str)]
-    token = options.get("token")
-    if isinstance(token, Mapping):
-        values.extend(str(v) for k, v in token.items() if k in ("private_key", "private_key_id") and v)
+    """The credential strings in ``options`` (to register with a log masker): the values of the options, and of
+    the keys of a nested option (a key file's ``private_key``), that the provider's secret rule names
+    (Airflow's sensitive names and Spark's redaction pattern: ``secret``, ``token``, ``private_key``...)."""
+    values: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            values.extend(secret_option_values(value) if is_secret_key(key) else [])
+        elif is_secret_key(key) and isinstance(value, str) and value:
+            values.append(value)
     return values

@@ -34,7 +34,7 @@ from airflow_provider_finegrained.spark.properties_file import secret_properties
 from airflow_provider_finegrained.spark.submit import SubmitRequest, conf_arguments, spark_submit_path
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings.cluster import ClusterSettings
 
 DEFAULT_NAMESPACE = "default"
 _POD_PHASE_STATES: dict[str, LaunchState] = {
@@ -393,12 +393,12 @@ class KubernetesLauncher(SparkSubmitLauncher):
         return None
 
 
-def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchStatus:
+def follow_status(settings: ClusterSettings, handle: LaunchHandle) -> LaunchStatus:
     """The driver pod's phase, from ``spark-submit --status`` (``launchers.remote``)."""
     return KubernetesLauncher(settings).status(handle)
 
 
-def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
+def kill_followed(settings: ClusterSettings, handle: LaunchHandle) -> str:
     """Delete the driver pod with ``spark-submit --kill`` (``launchers.remote``), as the launcher that submitted
     it would: submission credentials such as an OAuth token in a private properties file, never in argv."""
     return KubernetesLauncher(settings).delete_driver_pod(handle)

@@ -13,23 +13,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from airflow_provider_finegrained.launchers import kubernetes
 from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus, reattach_refusal
 from airflow_provider_finegrained.launchers.standalone import launcher as standalone
 from airflow_provider_finegrained.launchers.yarn import launcher as yarn
-
-if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.settings.cluster import ClusterSettings
 
 
 @dataclass(frozen=True)
 class Follower:
     """How one cluster manager is asked about, and told to stop, an application known only by its handle."""
 
-    status: Callable[[ConnectionSettings, LaunchHandle], LaunchStatus]
-    kill: Callable[[ConnectionSettings, LaunchHandle], str]
+    status: Callable[[ClusterSettings, LaunchHandle], LaunchStatus]
+    kill: Callable[[ClusterSettings, LaunchHandle], str]
     """Stop the application; say what was done."""
 
 
@@ -44,7 +41,7 @@ FOLLOWERS: Mapping[str, Follower] = {
 class RemoteApplication:
     """One application on its cluster manager, known by its handle; no process of this task is involved."""
 
-    def __init__(self, settings: ConnectionSettings, handle: LaunchHandle) -> None:
+    def __init__(self, settings: ClusterSettings, handle: LaunchHandle) -> None:
         refusal = reattach_refusal(handle.launcher, handle.deploy_mode)
         if refusal is not None:
             raise ValueError(f"application {handle.app_name!r} cannot be followed from another process: {refusal}")
@@ -53,7 +50,7 @@ class RemoteApplication:
                 f"application {handle.app_name!r}: the {handle.launcher} handle has no id the cluster manager "
                 f"knows it by yet ({handle.to_dict()})"
             )
-        self.settings = settings
+        self.settings = ClusterSettings.of(settings)  # the cluster concern only
         self.handle = handle
         self._follower = FOLLOWERS[handle.launcher]  # reattach_refusal admits only launchers listed there
 

@@ -14,7 +14,7 @@ from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.launchers.yarn import YarnLauncher
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings.cluster import ClusterSettings
     from airflow_provider_finegrained.warm import WarmPool
 
 SUBMIT_LAUNCHERS: tuple[type[SparkSubmitLauncher], ...] = (
@@ -25,7 +25,7 @@ SUBMIT_LAUNCHERS: tuple[type[SparkSubmitLauncher], ...] = (
 )
 
 
-def submit_launcher(settings: ConnectionSettings, log: LogLike | None = None) -> SparkSubmitLauncher:
+def submit_launcher(settings: ClusterSettings, log: LogLike | None = None) -> SparkSubmitLauncher:
     """The spark-submit launcher for the connection's master URL."""
     kind = parse_master(settings.master).kind
     for launcher in SUBMIT_LAUNCHERS:
@@ -34,7 +34,7 @@ def submit_launcher(settings: ConnectionSettings, log: LogLike | None = None) ->
     raise ValueError(f"master: no launcher serves {settings.master!r} (kind {kind!r})")  # every kind has one
 
 
-def select(settings: ConnectionSettings, pool: WarmPool | None = None, log: LogLike | None = None) -> Launcher:
+def select(settings: ClusterSettings, pool: WarmPool | None = None, log: LogLike | None = None) -> Launcher:
     """The launcher of one region run: ``pool`` is the warm pool it runs in (``Carrier.pool``), or None."""
     if pool is not None:
         return WarmLauncher(settings, pool, log)

@@ -13,7 +13,6 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from airflow_provider_finegrained.launchers.base import (
     CapacityKind,
@@ -28,6 +27,7 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targets
 from airflow_provider_finegrained.launchers.master import MasterKind
+from airflow_provider_finegrained.settings.cluster import ClusterSettings
 from airflow_provider_finegrained.spark.java import check_java
 from airflow_provider_finegrained.spark.process import SparkSubmitCancelled, SparkSubmitProcess
 from airflow_provider_finegrained.spark.properties_file import secret_properties_file
@@ -38,9 +38,6 @@ from airflow_provider_finegrained.spark.submit import (
     redacted_command,
     secret_conf,
 )
-
-if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 
 _DRIVER_ID_PREFIX = "driver-"
 
@@ -61,8 +58,8 @@ class SparkSubmitLauncher:
     count_overhead = True
     ships_python_env = False
 
-    def __init__(self, settings: ConnectionSettings, log: LogLike | None = None) -> None:
-        self.settings = settings
+    def __init__(self, settings: ClusterSettings, log: LogLike | None = None) -> None:
+        self.settings = ClusterSettings.of(settings)  # the cluster concern only, whatever the caller holds
         self.log: LogLike = log or logging.getLogger(__name__)
         self._lock = threading.Lock()
         self._process: SparkSubmitProcess | None = None

@@ -28,9 +28,9 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.links import SparkUITargets, ui_targets
 from airflow_provider_finegrained.launchers.master import MasterKind
+from airflow_provider_finegrained.settings.cluster import ClusterSettings
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.runtime.connect_region import ConnectSessions
     from airflow_provider_finegrained.warm import WarmPool
     from airflow_provider_finegrained.warm.driver_client import ReadyDriver, SessionRecorder
@@ -45,8 +45,8 @@ class WarmLauncher:
     count_overhead = True
     ships_python_env = False
 
-    def __init__(self, settings: ConnectionSettings, pool: WarmPool, log: LogLike | None = None) -> None:
-        self.settings = settings
+    def __init__(self, settings: ClusterSettings, pool: WarmPool, log: LogLike | None = None) -> None:
+        self.settings = ClusterSettings.of(settings)  # the cluster concern only
         self.pool = pool
         if pool.token:
             # Defence in depth: should a client library ever echo the URL it connects with, the task log masks it.

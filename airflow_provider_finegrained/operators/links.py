@@ -28,7 +28,7 @@ from airflow_provider_finegrained.launchers.links import (
 )
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 __all__ = [
     "PROBE_TIMEOUT_S",

@@ -33,11 +33,11 @@ from airflow_provider_finegrained.planning.units import format_bytes
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
     from airflow_provider_finegrained.operators.region_context import RegionDeferral, RunFacts
     from airflow_provider_finegrained.operators.region_runner import RegionRunner
     from airflow_provider_finegrained.runtime.job import StageStatus
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
 OUTPUT_FORMATS = ("parquet", "orc")
 REGION_FAILURE_KEY = "finegrained_region_failure"

@@ -21,7 +21,7 @@ def _file(path: Path, size: int) -> None:
 
 
 def test_the_provider_policy_decides_through_the_provider_s_own_planner(tmp_path: Path) -> None:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     tables, out = tmp_path / "tables", tmp_path / "out"
     _file(tables / "lineitem.parquet", 300 * MiB)

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.standalone import client as drivers
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess, SubmitResult
 from airflow_provider_finegrained.spark.standalone import (
     ClusterNotFoundError,

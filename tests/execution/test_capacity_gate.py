@@ -86,7 +86,7 @@ def test_capacity_source_follows_the_launcher(
     host: str, extra: dict[str, object], kind: str, urls: tuple[str, ...], queue: str | None
 ) -> None:
     from airflow_provider_finegrained.execution.capacity_gate import capacity_source
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     settings = ConnectionSettings.from_connection_fields(host, extra, airflow_home="/srv/airflow")
     source = capacity_source(settings)
@@ -136,7 +136,7 @@ def test_capacity_source_keeps_a_ledger_on_shared_storage_without_its_secrets(
     root: str, extra: dict[str, object], ledger: str
 ) -> None:
     from airflow_provider_finegrained.execution.capacity_gate import capacity_source
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     settings = ConnectionSettings.from_connection_fields(
         "spark://127.0.0.1:7077", {"total_cores": 4, "storage_root": root, **extra}, airflow_home="/srv/airflow"
@@ -228,8 +228,8 @@ DECLARED_GPU_CASES = [
 @pytest.mark.parametrize(("extra", "expected"), DECLARED_GPU_CASES)
 def test_a_gpu_resource_spec_can_run_on_declared_capacity(extra: dict[str, object], expected: str) -> None:
     from airflow_provider_finegrained.execution.capacity_gate import capacity_source, region_request
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.planning import ResourceSpec, StageDemand, size_region
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     settings = ConnectionSettings.from_connection_fields(
         "k8s://api-server:6443", {"total_cores": 8, "total_memory": "32g", **extra}, airflow_home="/srv/airflow"

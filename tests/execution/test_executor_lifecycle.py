@@ -13,9 +13,9 @@ from airflow_provider_finegrained.execution.executor_lifecycle import (
     starts_on_every_executor,
 )
 from airflow_provider_finegrained.execution.region_job import application_conf
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, StageDemand, size_region
 from airflow_provider_finegrained.planning.capacity import ResourceBounds
+from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.decisions import sized_decision
 
 GiB = 2**30

@@ -8,9 +8,9 @@ import pytest
 
 from airflow_provider_finegrained.execution.decision import adaptive_conf, write_options
 from airflow_provider_finegrained.execution.region_job import application_conf
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
 from airflow_provider_finegrained.planning.balance import decide_balance
+from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.decisions import sized_decision
 
 GiB = 2**30

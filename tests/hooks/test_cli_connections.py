@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import settable_fields, setting_of
+from airflow_provider_finegrained.settings import settable_fields, setting_of
 
 # Each Airflow CLI call starts a Python with Airflow (5-10 s): run apart from the unit tests with -m slow.
 pytestmark = pytest.mark.slow
@@ -184,7 +184,7 @@ def test_task_output_masks_a_spark_conf_secret(tmp_path: Path) -> None:
 WIRED = """
 import sys
 import airflow_provider_finegrained.get_provider_info as info
-from airflow_provider_finegrained.hooks.connection_form import config_section, connection_types
+from airflow_provider_finegrained.settings.form import config_section, connection_types
 
 original = info.get_provider_info
 info.get_provider_info = lambda: {**original(), "connection-types": connection_types(), "config": config_section()}

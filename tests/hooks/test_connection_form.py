@@ -11,14 +11,14 @@ import airflow
 import jsonschema
 import pytest
 
-from airflow_provider_finegrained.hooks.connection_form import (
+from airflow_provider_finegrained.planning import parse_bytes
+from airflow_provider_finegrained.settings import ConnectionSettings, settable_fields, setting_of
+from airflow_provider_finegrained.settings.form import (
     FIELDS,
     OPERATOR_OPTIONS,
     config_section,
     connection_types,
 )
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings, settable_fields, setting_of
-from airflow_provider_finegrained.planning import parse_bytes
 
 AIRFLOW_DIR = Path(airflow.__file__).parent
 EXTRA_FIELDS = [name for name in settable_fields() if name != "master"]  # the master URL is the host field

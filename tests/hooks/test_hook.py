@@ -19,7 +19,8 @@ from airflow_provider_finegrained.hooks.finegrained_spark import (
     _check_java_directly,
     read_config_defaults,
 )
-from airflow_provider_finegrained.hooks.settings import ConnectionSettingsError, available_cpus
+from airflow_provider_finegrained.settings import ConnectionSettingsError
+from airflow_provider_finegrained.settings.cluster import available_cpus
 
 GiB = 2**30
 MiB = 2**20

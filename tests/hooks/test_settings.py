@@ -12,22 +12,6 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained import secrets
-from airflow_provider_finegrained.hooks.setting import Setting
-from airflow_provider_finegrained.hooks.settings import (
-    ClusterSettings,
-    ConnectionSettings,
-    ConnectionSettingsError,
-    ParallelismSettings,
-    ResourceSettings,
-    StorageSettings,
-    WarmPoolSettings,
-    available_cpus,
-    is_secret_conf_key,
-    parse_master,
-    redact_url,
-    settable_fields,
-    setting_of,
-)
 from airflow_provider_finegrained.planning import (
     DEFAULT_AVG_BYTES_PER_TASK,
     ParallelismConfig,
@@ -35,6 +19,22 @@ from airflow_provider_finegrained.planning import (
     StageDemand,
     size_region,
 )
+from airflow_provider_finegrained.secrets import is_secret_key as is_secret_conf_key
+from airflow_provider_finegrained.secrets import redact_url
+from airflow_provider_finegrained.settings import (
+    ClusterSettings,
+    ConnectionSettings,
+    ConnectionSettingsError,
+    HistorySettings,
+    ParallelismSettings,
+    ResourceSettings,
+    Setting,
+    StorageSettings,
+    WarmPoolSettings,
+    settable_fields,
+    setting_of,
+)
+from airflow_provider_finegrained.settings.cluster import available_cpus, parse_master
 
 MiB = 2**20
 GiB = 2**30
@@ -53,11 +53,12 @@ def problems(host: str | None = "local[4]", defaults: dict[str, Any] | None = No
     return str(info.value)
 
 
-def test_settings_and_form_import_without_airflow() -> None:
+def test_settings_form_and_docs_import_without_airflow_or_spark() -> None:
     # The planner and the CLI build settings without paying for (or needing) an Airflow import.
     code = (
-        "import sys, airflow_provider_finegrained.hooks.settings, airflow_provider_finegrained.hooks.connection_form;"
-        "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))"
+        "import sys, airflow_provider_finegrained.settings, airflow_provider_finegrained.settings.form,"
+        " airflow_provider_finegrained.settings.docs;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'py4j')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "[]"
@@ -714,7 +715,7 @@ def test_storage_is_local() -> None:
 # -- one declaration per setting, grouped by concern -----------------------------------------------------
 
 
-CONCERNS = (ClusterSettings, StorageSettings, ResourceSettings, ParallelismSettings, WarmPoolSettings)
+CONCERNS = (ClusterSettings, StorageSettings, ResourceSettings, ParallelismSettings, HistorySettings, WarmPoolSettings)
 
 
 def test_every_setting_is_declared_once_in_one_concern() -> None:
@@ -733,6 +734,7 @@ def test_every_setting_is_declared_once_in_one_concern() -> None:
         (StorageSettings, {"storage_root", "storage_conn_id"}),
         (ResourceSettings, {"total_cores", "executor_memory", "min_slots", "max_cpu", "capacity_wait_timeout"}),
         (ParallelismSettings, {"min_parallelism", "avg_bytes_per_task", "normalize", "adaptive_query_execution"}),
+        (HistorySettings, {"learn_from_history", "history_min_runs"}),
         (WarmPoolSettings, {"warm_pool", "warm_idle_timeout"}),
     ],
 )

@@ -17,8 +17,8 @@ import pytest
 from airflow.sdk._shared.secrets_masker import SecretsMasker, _secrets_masker
 
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
-from airflow_provider_finegrained.hooks.settings import ConnectionSettingsError
 from airflow_provider_finegrained.hooks.storage_options import StorageConnection, storage_options
+from airflow_provider_finegrained.settings import ConnectionSettingsError
 
 ACCESS_KEY = "AKIDSTORAGEEXAMPLE"
 SECRET_KEY = "storage-secret-key-7c1f0e"

@@ -56,10 +56,10 @@ APP = textwrap.dedent(
 
 
 def main(work: str, marker: str) -> int:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.launchers.base import LaunchSpec
     from airflow_provider_finegrained.launchers.local import LocalLauncher
     from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     app = os.path.join(work, "app.py")
     with open(app, "w") as file:

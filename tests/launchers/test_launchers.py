@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.base import (
     LaunchCancelled,
     Launcher,
@@ -37,6 +36,7 @@ from airflow_provider_finegrained.launchers.standalone import StandaloneLauncher
 from airflow_provider_finegrained.launchers.submitting import driver_program
 from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.launchers.yarn import YarnLauncher
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS
 from airflow_provider_finegrained.spark.submit import python_runner_jar, standalone_driver_path
 from airflow_provider_finegrained.warm import WarmPool

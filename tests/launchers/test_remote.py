@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.base import LaunchHandle, reattach_refusal
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
+from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.loopback_http import JsonHandler, serving
 
 DRIVER_ID = "driver-20261124030000-0007"

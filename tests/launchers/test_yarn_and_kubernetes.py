@@ -519,8 +519,8 @@ MiB = 2**20
 def test_the_application_master_is_sized_as_spark_sizes_it(
     deploy_mode: str, conf: dict[str, str], expected: tuple[int, int]
 ) -> None:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
     from airflow_provider_finegrained.launchers.yarn.launcher import YarnLauncher
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     fields: dict[str, Any] = {"deploy_mode": deploy_mode, "total_cores": 4, "total_memory": "8g"}
     settings = ConnectionSettings.from_connection_fields("yarn", fields, airflow_home="/srv/airflow")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.standalone.capacity import webui_text
+from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.e2e.conftest import load_dag, write_dag_file
 
 

@@ -17,12 +17,12 @@ import pendulum
 import pytest
 from airflow.sdk import DAG
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.yarn.launcher import YarnLauncher
 from airflow_provider_finegrained.operators.region_context import RunFacts
 from airflow_provider_finegrained.operators.region_runner import APPLICATION_KEY, RegionRunner, SubmitTimeoutError
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, StageFailedError, dag_plan
+from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.launchers.test_launchers import APP_ID, spark_home_with_submit
 from tests.launchers.test_remote import HANDLE, FakeManager, manager  # noqa: F401
 from tests.operators.test_reattach_decision import RecordingTaskInstance, Store

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import SECRET_KEY_PATTERN
+from airflow_provider_finegrained.secrets import SECRET_KEY_PATTERN
 from airflow_provider_finegrained.spark.submit import is_secret_key
 from airflow_provider_finegrained.storage.errors import StorageConfigError
 from airflow_provider_finegrained.storage.hadoop_conf import fsspec_options, spark_hadoop_conf

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from airflow_provider_finegrained.hooks.connection_form import FIELDS
+from airflow_provider_finegrained.settings.form import FIELDS
 from tests.ui.conftest import BASE_PATH, Server, chromium
 from tests.ui.dag_text import DAG_ID
 

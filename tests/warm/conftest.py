@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.warm import WarmPool, ensure_started, stop
 from airflow_provider_finegrained.warm.server import FOLDER_CONF, SERVER_CLASS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.warm import WarmPool
 from airflow_provider_finegrained.warm.auth import client_url, new_token, read_token, split_token, write_token
 from airflow_provider_finegrained.warm.server import (
@@ -163,7 +163,7 @@ def test_the_pools_storage_identity_tells_credentials_apart_and_holds_none_of_th
     ],
 )
 def test_warm_pool_conn_setting_is_checked(tmp_path: Path, value: str, error: str) -> None:
-    from airflow_provider_finegrained.hooks.coercion import ConnectionSettingsError
+    from airflow_provider_finegrained.settings.coercion import ConnectionSettingsError
 
     with pytest.raises(ConnectionSettingsError, match=re.escape(error)):
         ConnectionSettings.embedded_default(airflow_home=str(tmp_path), defaults={"warm_pool": value})

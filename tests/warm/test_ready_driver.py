@@ -72,7 +72,7 @@ TASK = """
 import json, logging, sys, time
 began = time.time()
 logging.basicConfig(level=logging.INFO, format="%(message)s")
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.warm import WarmLauncher
 from airflow_provider_finegrained.warm.state import pool_from_state, read_state

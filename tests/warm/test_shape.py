@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.warm import WarmPoolConfigError, WarmPoolUnavailable, auto_folder, pool_shape
 from airflow_provider_finegrained.warm.health import grpc_target
 from airflow_provider_finegrained.warm.server import SERVER_CLASS, server_command, server_env

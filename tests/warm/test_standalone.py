@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+from airflow_provider_finegrained.settings import ConnectionSettings
 from airflow_provider_finegrained.spark.standalone import StandaloneCluster
 from airflow_provider_finegrained.warm import WarmPool, client_url, ensure_started, stop
 from airflow_provider_finegrained.warm.state import pool_processes

@@ -31,7 +31,7 @@ from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.locations import is_local, join, parent
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings.cluster import ClusterSettings
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 PROGRAM_FOLDER = "program"
@@ -84,7 +84,8 @@ class StandaloneLauncher(SparkSubmitLauncher):
         if self.settings.deploy_mode != "cluster":
             return request
         request = dataclasses.replace(request, conf=with_module_options(request.conf))
-        if not is_local(self.settings.storage_root):
+        # The job is on the storage root: a local job path means a local root.
+        if not is_local(spec.job_path):
             return request
         folder = join(parent(spec.job_path), PROGRAM_FOLDER)
         shipped = {
@@ -139,7 +140,7 @@ def with_module_options(conf: Mapping[str, str]) -> dict[str, str]:
     return {**conf, DRIVER_JAVA_OPTIONS: " ".join([*SPARK_MODULE_OPTIONS, *([own] if own else [])])}
 
 
-def kill_on_master(settings: ConnectionSettings, driver_id: str) -> str:
+def kill_on_master(settings: ClusterSettings, driver_id: str) -> str:
     """Kill a cluster-mode driver through the connection's first master; say how it ended.
 
     The kill outlives this process (:func:`~.client.kill_detached`): Airflow may SIGKILL a stopped task first.
@@ -154,7 +155,7 @@ def kill_on_master(settings: ConnectionSettings, driver_id: str) -> str:
     return f"Driver {driver_id} on {settings.master} ended: {state}"
 
 
-def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchStatus:
+def follow_status(settings: ClusterSettings, handle: LaunchHandle) -> LaunchStatus:
     """The state of the driver `handle` names, from the master's ``/json/`` (``launchers.remote``)."""
     driver_id = handle.driver_id
     assert driver_id is not None  # RemoteApplication checked handle.identified()
@@ -168,7 +169,7 @@ def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchS
     return LaunchStatus(state, handle.application_id, driver_id, f"driver {driver_id} is {found}")
 
 
-def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
+def kill_followed(settings: ClusterSettings, handle: LaunchHandle) -> str:
     """Kill the driver `handle` names through the master (``launchers.remote``)."""
     assert handle.driver_id is not None  # RemoteApplication checked handle.identified()
     return kill_on_master(settings, handle.driver_id)

@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from airflow_provider_finegrained.hooks.declarations import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.http import HttpRequestError
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -27,11 +26,12 @@ from airflow_provider_finegrained.launchers.yarn.applications import (
     yarn_launch_status,
 )
 from airflow_provider_finegrained.planning.units import parse_bytes
+from airflow_provider_finegrained.settings.resources import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest
 
 if TYPE_CHECKING:
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings.cluster import ClusterSettings
 
 APPLICATION_CONF: Mapping[str, str] = {
     # A failed driver must fail the Airflow task; a second YARN attempt would rerun the region silently.
@@ -88,7 +88,7 @@ class YarnLauncher(SparkSubmitLauncher):
     count_overhead = True
     ships_python_env = True  # YARN localizes spark.archives in every container, the driver's too
 
-    def __init__(self, settings: ConnectionSettings, log: LogLike | None = None) -> None:
+    def __init__(self, settings: ClusterSettings, log: LogLike | None = None) -> None:
         super().__init__(settings, log)
         # Without a ResourceManager URL there is nothing to ask: the connection's declared capacity counts.
         self.capacity_kind: CapacityKind = "yarn" if settings.yarn_resourcemanager_url else "declared"
@@ -183,7 +183,7 @@ class YarnLauncher(SparkSubmitLauncher):
         return yarn_app_page(rm_url, application_id) if rm_url else None
 
 
-def kill_on_resource_manager(settings: ConnectionSettings, app_id: str) -> str:
+def kill_on_resource_manager(settings: ClusterSettings, app_id: str) -> str:
     """Ask the connection's ResourceManager to kill `app_id`; without one, say how to do it by hand."""
     rm_url = settings.yarn_resourcemanager_url
     if not rm_url:
@@ -194,7 +194,7 @@ def kill_on_resource_manager(settings: ConnectionSettings, app_id: str) -> str:
     return f"YARN application {app_id}: {kill_yarn_app(rm_url, app_id)}"
 
 
-def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchStatus:
+def follow_status(settings: ClusterSettings, handle: LaunchHandle) -> LaunchStatus:
     """The state of the application `handle` names, from the ResourceManager (``launchers.remote``)."""
     app_id, rm_url = handle.application_id, settings.yarn_resourcemanager_url
     assert app_id is not None  # RemoteApplication checked handle.identified()
@@ -203,7 +203,7 @@ def follow_status(settings: ConnectionSettings, handle: LaunchHandle) -> LaunchS
     return yarn_launch_status(yarn_app_status(rm_url, app_id), app_id)
 
 
-def kill_followed(settings: ConnectionSettings, handle: LaunchHandle) -> str:
+def kill_followed(settings: ClusterSettings, handle: LaunchHandle) -> str:
     """Kill the application `handle` names on the ResourceManager (``launchers.remote``)."""
     assert handle.application_id is not None  # RemoteApplication checked handle.identified()
     return kill_on_resource_manager(settings, handle.application_id)

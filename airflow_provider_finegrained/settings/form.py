@@ -1,7 +1,7 @@
 """Provider-info entries of the ``finegrained_spark`` connection: its form fields and ``[finegrained]`` options.
 
 Generated from the settings model: each field's :class:`~.setting.Setting` gives its label, description,
-example, kind, choices, minimum and sensitivity, so nothing here names a setting. Declarative, as Airflow
+example, kind, choices, minimum and secrets, so nothing here names a setting. Declarative, as Airflow
 3.2+ expects (``conn-fields`` as JSON schema, ``ui-field-behaviour``), so the UI builds the form without
 importing the hook. No Airflow imports.
 """
@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from airflow_provider_finegrained.hooks.setting import BYTES_PATTERN, Kind, Setting
-from airflow_provider_finegrained.hooks.settings import GiB, MiB, field_default, settable_fields, setting_of
+from airflow_provider_finegrained.settings.build import field_default, settable_fields, setting_of
+from airflow_provider_finegrained.settings.field import BYTES_PATTERN, Kind, Setting
+from airflow_provider_finegrained.settings.resources import GiB, MiB
 
 CONN_TYPE: Final = "finegrained_spark"
 HOOK_CLASS: Final = "airflow_provider_finegrained.hooks.finegrained_spark.FineGrainedSparkHook"
@@ -86,7 +87,7 @@ def _schema(spec: FormField) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": [json_type, "null"]}
     if spec.choices:
         schema["enum"] = list(spec.choices)
-    if spec.minimum is not None:
+    if spec.minimum is not None and spec.kind in ("integer", "number"):
         schema["minimum"] = spec.minimum
     if spec.below is not None:
         schema["exclusiveMaximum"] = spec.below
