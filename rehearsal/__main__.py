@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(names) - set(TRIALS))
         if unknown:
             parser.error(f"--trials: unknown {', '.join(unknown)}; allowed: {', '.join(TRIALS)}")
+        # The trials' DAGs name their deploy mode by connection: the default one is client mode, cold, on S3.
+        set_connection_extra(plan, "finegrained_spark_default", deploy_mode="client", warm_pool="off")
+        use_root(plan, "s3")
         RESULTS.mkdir(parents=True, exist_ok=True)
         outcomes = []
         for name in [name for _ in range(args.runs) for name in names]:
