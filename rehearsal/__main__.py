@@ -1,9 +1,9 @@
-"""``python -m rehearsal up|run|trial|load|status|down``: Airflow, Spark and storage on six hosts of one machine.
+"""``python -m rehearsal ACTION``: Airflow, Spark and storage on six hosts of one machine.
 
 ``up`` makes the hosts (:mod:`rehearsal.hosts`) and starts every service (:mod:`rehearsal.services`);
 ``run`` runs the DAGs there and checks their answers; ``trial`` runs fault trials (:mod:`rehearsal.trials`);
-``load`` raises concurrent runs until something gives (:mod:`rehearsal.load`); ``down`` stops everything and
-removes the hosts.
+``load`` raises concurrent runs until something gives (:mod:`rehearsal.load`); ``summary`` prints the results
+tables of docs/rehearsal.md (:mod:`rehearsal.summary`); ``down`` stops everything and removes the hosts.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from rehearsal import hosts, services
 from rehearsal.load import load
 from rehearsal.runs import ROOTS, run_dags, set_connection_extra, use_root
+from rehearsal.summary import load_table, trials_table
 from rehearsal.trials import TRIALS
 
 STATE = Path("/var/tmp/fg-rehearsal")
@@ -67,7 +68,7 @@ def up(state: Path, names: str, hdfs: bool = True) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__)
-    parser.add_argument("action", choices=["up", "run", "trial", "load", "status", "down"])
+    parser.add_argument("action", choices=["up", "run", "trial", "load", "summary", "status", "down"])
     parser.add_argument("--state", type=Path, default=STATE, help=f"the rehearsal's folder (default {STATE})")
     parser.add_argument("--hosts", default="abcdef", help="host letters; 'abcde' leaves out the second Spark worker")
     parser.add_argument(
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             out.writelines(json.dumps({"at": at, **result}) + "\n" for result in results)
         print(json.dumps(results, indent=1))
         return 0 if not results[-1]["failed"] else 1
+    elif args.action == "summary":
+        print(trials_table(RESULTS) + "\n\n" + load_table(RESULTS))
     elif args.action == "status":
         print(json.dumps({h.hostname: len(h.pids()) for h in all_hosts}, indent=1))
     else:

@@ -204,6 +204,16 @@ def check_tpch(plan: Layout, run_id: str, local: Path) -> dict[str, Any]:
     return {"answers_equal": True, "decided": _decided(stages)}
 
 
+def ui_shows_every_decision(plan: Layout, dag_id: str, run_id: str) -> bool:
+    """Whether the provider's UI API on host A shows every stage of the run with its decision and rule."""
+    page = api(plan, "GET", f"/finegrained/api/dags/{dag_id}/runs/{run_id}")
+    shown = {s["stage"]: s for s in page["stages"]}
+    return set(shown) == set(page["plan"]["stages"]) and all(
+        s["has_trace"] and isinstance(s["parallelism"], int) and s["parallelism"] >= 1 and s["rule"]
+        for s in shown.values()
+    )
+
+
 def _decided(stages: dict[str, Any]) -> dict[str, Any]:
     return {name: (result.get("trace") or {}).get("parallelism") for name, result in stages.items()}
 
@@ -230,9 +240,10 @@ def run_dags(plan: Layout, dag_ids: Sequence[str], root: str = "s3") -> list[dic
         try:
             if state == "success":
                 check = check_spread_region(plan, run_id) if local is None else check_tpch(plan, run_id, local)
-                result.update(check)
+                result.update(check, ui_shows_every_decision=ui_shows_every_decision(plan, dag_id, run_id))
         except (AssertionError, HostError, KeyError) as error:
             result["check_error"] = str(error)[:2000]
-        result["ok"] = state == "success" and result.get("answers_equal") is True
+        checked = result.get("answers_equal") is True and result.get("ui_shows_every_decision") is True
+        result["ok"] = state == "success" and checked
         results.append(result)
     return results
