@@ -61,9 +61,14 @@ import re
 from collections.abc import Mapping
 
 from airflow_provider_finegrained.planning import RegionSizing
-from airflow_provider_finegrained.planning.capacity import ResourceBounds, WorkerShape, check_resource_stability
+from airflow_provider_finegrained.planning.capacity import (
+    EXECUTOR_IDLE_TIMEOUT_S,
+    ResourceBounds,
+    WorkerShape,
+    check_resource_stability,
+)
 
-IDLE_TIMEOUT_S = 30
+IDLE_TIMEOUT_S = EXECUTOR_IDLE_TIMEOUT_S
 """Seconds an idle executor is kept (``executorIdleTimeout`` and ``shuffleTracking.timeout``)."""
 
 _PREFIX = "spark.dynamicAllocation."

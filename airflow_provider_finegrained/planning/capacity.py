@@ -15,6 +15,12 @@ from enum import StrEnum
 
 from airflow_provider_finegrained.planning.units import format_bytes
 
+EXECUTOR_IDLE_TIMEOUT_S = 30
+"""Seconds Spark keeps an idle executor, with or without shuffle data (``spark.dynamicAllocation``'s
+``executorIdleTimeout`` and ``shuffleTracking.timeout``): a region's own application and a warm pool alike
+give executors back to a shared cluster this soon (Spark's defaults: 60 s, and never while shuffle files are
+kept)."""
+
 
 @dataclass(frozen=True)
 class ExecutorRequest:

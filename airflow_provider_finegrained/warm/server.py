@@ -12,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_provider_finegrained.planning.capacity import WorkerShape, check_resource_stability
+from airflow_provider_finegrained.planning.capacity import (
+    EXECUTOR_IDLE_TIMEOUT_S,
+    WorkerShape,
+    check_resource_stability,
+)
 from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF, spark_redaction_regex
 from airflow_provider_finegrained.spark.properties_file import split_secret_conf
 from airflow_provider_finegrained.spark.submit import spark_submit_path, without_connect_client
@@ -165,6 +169,11 @@ def server_conf(
                 "spark.cores.max": str(shape.max_executors * shape.executor_cores),
             }
         )
+        # An idle pool gives its executors back to the shared cluster above its minimum, those holding shuffle
+        # files too (Spark keeps those forever by default: on the rehearsal an idle pool on one Airflow worker
+        # host held every core of the cluster until its idle timeout). A user's own settings win.
+        for key in ("executorIdleTimeout", "shuffleTracking.timeout"):
+            conf.setdefault(f"spark.dynamicAllocation.{key}", f"{EXECUTOR_IDLE_TIMEOUT_S}s")
     return conf
 
 

@@ -51,8 +51,23 @@ def test_standalone_pool_scales_between_the_minimum_and_maximum_resources(tmp_pa
         "spark.cores.max=6",
         "spark.executor.cores=2",
         "spark.executor.memory=1024m",
+        # An idle pool gives executors back to the shared cluster, those holding shuffle files too.
+        "spark.dynamicAllocation.executorIdleTimeout=30s",
+        "spark.dynamicAllocation.shuffleTracking.timeout=30s",
     ):
         assert conf in command
+
+
+def test_a_pools_own_idle_timeouts_win(tmp_path: Path) -> None:
+    conf = {
+        "spark.dynamicAllocation.executorIdleTimeout": "5s",
+        "spark.dynamicAllocation.shuffleTracking.timeout": "7s",
+    }
+    settings = standalone(tmp_path, min_slots=2, max_slots=6, spark_conf=conf)
+    command = server_command(settings, pool_shape(settings), 1, 2, "/f")
+    assert "spark.dynamicAllocation.executorIdleTimeout=5s" in command
+    assert "spark.dynamicAllocation.shuffleTracking.timeout=7s" in command
+    assert "spark.dynamicAllocation.executorIdleTimeout=30s" not in command
     # Without a maximum, total_cores bounds the pool.
     assert pool_shape(standalone(tmp_path)).max_executors == 4
 
