@@ -66,6 +66,16 @@ def up(state: Path, names: str, hdfs: bool = True) -> dict[str, str]:
     return reach
 
 
+def _load(plan: services.Layout, dag_id: str, levels: list[int]) -> int:
+    results = load(plan, dag_id, levels)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(RESULTS / "load.jsonl", "a") as out:
+        out.writelines(json.dumps({"at": at, **result}) + "\n" for result in results)
+    print(json.dumps(results, indent=1))
+    return 0 if not results[-1]["failed"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__)
     parser.add_argument("action", choices=["up", "run", "trial", "load", "summary", "status", "down"])
@@ -74,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dags", default="spread_region,tpch_pipeline", help="DAG ids for run (comma-separated); load: the first"
     )
-    parser.add_argument("--deploy-mode", choices=["client", "cluster"], help="for run: the default connection's")
-    parser.add_argument("--warm-pool", choices=["off", "auto"], help="for run: the default connection's warm_pool")
-    parser.add_argument("--root", choices=ROOTS, default="s3", help="for run: the storage root's (default s3)")
+    # For run and load: how the default connection runs regions.
+    parser.add_argument("--deploy-mode", choices=["client", "cluster"], help="the default connection's deploy mode")
+    parser.add_argument("--warm-pool", choices=["off", "auto"], help="the default connection's warm_pool")
+    parser.add_argument("--root", choices=ROOTS, default="s3", help="the storage root (default s3)")
     parser.add_argument("--trials", default=",".join(TRIALS), help=f"trials to run, of {', '.join(TRIALS)}")
     parser.add_argument("--runs", type=int, default=1, help="how many times each trial runs, for trial")
     parser.add_argument("--levels", default="1,2,4,8", help="for load: concurrent runs per level (comma-separated)")
@@ -85,12 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     all_hosts = hosts.hosts(args.state, args.hosts)
     if args.action == "up":
         print(json.dumps(up(args.state, args.hosts), indent=1))
-    elif args.action == "run":
+    elif args.action in ("run", "load"):
         plan = services.layout(all_hosts, args.state)
         changes = {k: v for k, v in (("deploy_mode", args.deploy_mode), ("warm_pool", args.warm_pool)) if v}
         if changes:
             set_connection_extra(plan, "finegrained_spark_default", **changes)
         use_root(plan, args.root)
+        if args.action == "load":
+            return _load(plan, args.dags.split(",")[0], [int(n) for n in args.levels.split(",")])
         results = run_dags(plan, args.dags.split(","), args.root)
         print(json.dumps(results, indent=1))
         return 0 if all(r["ok"] for r in results) else 1
@@ -117,16 +130,6 @@ def main(argv: list[str] | None = None) -> int:
             mine = [o for o in outcomes if o["trial"] == name]
             print(f"{name}: {sum(o['survived'] for o in mine)} of {len(mine)} survived")
         return 0 if all(o["survived"] for o in outcomes) else 1
-    elif args.action == "load":
-        plan = services.layout(all_hosts, args.state)
-        dag_id = args.dags.split(",")[0]
-        results = load(plan, dag_id, [int(n) for n in args.levels.split(",")])
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with open(RESULTS / "load.jsonl", "a") as out:
-            out.writelines(json.dumps({"at": at, **result}) + "\n" for result in results)
-        print(json.dumps(results, indent=1))
-        return 0 if not results[-1]["failed"] else 1
     elif args.action == "summary":
         print(trials_table(RESULTS) + "\n\n" + load_table(RESULTS))
     elif args.action == "status":
