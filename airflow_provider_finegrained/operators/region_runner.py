@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -48,6 +48,12 @@ from airflow_provider_finegrained.execution.decision import (
 )
 from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.measure import measure_external
+from airflow_provider_finegrained.execution.region_errors import (
+    ApplicationStatusUnknown,
+    StageFailedError,
+    SubmitTimeoutError,
+    submit_timeout_message,
+)
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
 from airflow_provider_finegrained.execution.region_trace import (
@@ -116,22 +122,6 @@ UNKNOWN_WAIT_S = 120.0
 """How long a leader asks again about a stored application whose status is unknown (an unreachable manager,
 a master that forgot its drivers) before it fails: unknown is not gone, and submitting again could run two
 applications of the region side by side."""
-
-
-class ApplicationStatusUnknown(RuntimeError):
-    """The stored application of an earlier try may still run: the leader neither reattaches nor submits."""
-
-
-class SubmitTimeoutError(RuntimeError):
-    """The region's application did not end within its leader's ``submit_timeout``; it was killed."""
-
-
-def submit_timeout_message(leader: str, region: str, members: Sequence[str], timeout_s: float | None, what: str) -> str:
-    """The error of a region whose application outlived its leader's ``submit_timeout`` (any path, any mode)."""
-    return (
-        f"stage {leader!r}: region {region} (stages {', '.join(members)}) did not end within submit_timeout "
-        f"({timeout_s or 0:g} s after its submission): {what}"
-    )
 
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
@@ -782,8 +772,6 @@ class RegionRunner:
         return RegionOutcome(records, traces)
 
     def raise_for_failure(self, result: LaunchResult, ended: str | None = None) -> None:
-        from airflow_provider_finegrained.operators.spark_stage import StageFailedError
-
         for line in result.diagnostics:
             self.log.error("%s", line)
         broken = next((s for s in self.statuses.values() if s.state == "failed"), None)

@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
 from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
+from airflow_provider_finegrained.execution.region_errors import StageFailedError, submit_timeout_message
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
 from airflow_provider_finegrained.operators.assets import asset_event_extra
 from airflow_provider_finegrained.operators.assets import output_asset as output_asset_of
@@ -46,10 +47,6 @@ APPLICATION_POLL_S = 5.0
 """How often the trigger of a deferred leader asks the cluster manager about the region's application."""
 _PLAN_CACHE: dict[int, DagPlan] = {}
 _PLAN_LOCK = threading.Lock()
-
-
-class StageFailedError(RuntimeError):
-    """A stage of a region failed; the message names the stage that broke."""
 
 
 def default_deferrable() -> bool:
@@ -223,8 +220,6 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         plan = dag_plan(self.dag)
         region = plan.stages[self.task_id].region
         if state == "timeout":
-            from airflow_provider_finegrained.operators.region_runner import submit_timeout_message
-
             message = submit_timeout_message(self.task_id, region, plan.regions[region], self.submit_timeout, detail)
             self._record_region_failure(context, None, message)
             raise StageFailedError(message)
