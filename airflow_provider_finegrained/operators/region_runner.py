@@ -22,12 +22,9 @@ from urllib.parse import quote
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
-    OUTPUT_KEY,
     REGION_KEY,
-    TRACE_KEY,
     OutputRecord,
     StageTrace,
-    UpstreamOutputError,
 )
 from airflow_provider_finegrained.execution.capacity_gate import (
     CapacityImpossible,
@@ -44,10 +41,8 @@ from airflow_provider_finegrained.execution.decision import (
     RegionDecision,
     StageInputs,
     decide_region,
-    forward_group_peers,
 )
 from airflow_provider_finegrained.execution.history_store import RegionHistory
-from airflow_provider_finegrained.execution.measure import measure_external
 from airflow_provider_finegrained.execution.region_errors import (
     ApplicationStatusUnknown,
     StageFailedError,
@@ -55,6 +50,7 @@ from airflow_provider_finegrained.execution.region_errors import (
     submit_timeout_message,
 )
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
+from airflow_provider_finegrained.execution.region_inputs import gather_inputs, peers_ran_with
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
 from airflow_provider_finegrained.execution.region_trace import (
     CapacityRecord,
@@ -85,12 +81,11 @@ from airflow_provider_finegrained.operators.region_context import (
     RunFacts,
     member_context,
 )
-from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, Distribution, ParallelismConfig
+from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.python_env import PackError, python_env_conf, ship_environment
 from airflow_provider_finegrained.python_env.ship import cache_folder, needs_python_env
 from airflow_provider_finegrained.runtime.job import StageStatus
-from airflow_provider_finegrained.runtime.output import OutputError
 from airflow_provider_finegrained.secrets import redact_mapping
 from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
 from airflow_provider_finegrained.spark.submit import spark_home
@@ -98,7 +93,7 @@ from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
 from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
-from airflow_provider_finegrained.storage.locations import join, same_store, scheme_of
+from airflow_provider_finegrained.storage.locations import join, scheme_of
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -198,7 +193,7 @@ class RegionRunner:
         self.folder.reset(self.members)
         self.render_members()
         clock = time.perf_counter()
-        inputs = {m: self.stage_inputs(m) for m in self.members}
+        inputs = self.gather_inputs()
         timings = {"inputs_s": time.perf_counter() - clock}
         clock = time.perf_counter()
         decision = self.decide(inputs)
@@ -389,7 +384,7 @@ class RegionRunner:
         )
         self.render_members()
         clock = time.perf_counter()
-        inputs = {m: self.stage_inputs(m) for m in self.members}
+        inputs = self.gather_inputs()
         timings = {**facts.timings, "inputs_s": time.perf_counter() - clock}
         # Decided again (pure and deterministic) for the trace, on the executors the application got.
         decision = self.decide(inputs)
@@ -435,44 +430,17 @@ class RegionRunner:
 
     # ------------------------------------------------------------------ 1. inputs
 
-    def stage_inputs(self, stage: str) -> StageInputs:
-        upstream: dict[str, OutputRecord] = {}
-        upstream_parallelism: dict[str, int] = {}
-        for exchange in self.plan.stages[stage].inputs:
-            if exchange.producer in self.members:
-                continue
-            value = self.run.ti.xcom_pull(task_ids=exchange.producer, key=OUTPUT_KEY)
-            record = OutputRecord.from_xcom(value, upstream=exchange.producer, consumer=stage)
-            try:
-                self.folder.read_committed(record.path)
-            except OutputError as exc:
-                raise UpstreamOutputError(
-                    f"stage {stage!r} reads from {exchange.producer!r}, whose output is not readable: {exc}; "
-                    f"clear and rerun {exchange.producer!r}"
-                ) from exc
-            upstream[exchange.input_name] = record
-            if exchange.distribution is Distribution.FORWARD:
-                trace = self.run.ti.xcom_pull(task_ids=exchange.producer, key=TRACE_KEY) or {}
-                if "parallelism" in trace:
-                    upstream_parallelism[exchange.input_name] = int(trace["parallelism"])
-        external = {}
-        broadcast = set()
-        for name, dataset in self.tasks[stage].external_inputs.items():
-            try:
-                external[name] = measure_external(
-                    dataset.path, dataset.format, storage_options=self.options_for(dataset.path)
-                )
-            except FileNotFoundError as exc:
-                raise FileNotFoundError(f"stage {stage!r}, input {name!r}: {exc}") from exc
-            if dataset.broadcast:
-                broadcast.add(name)
-        return StageInputs(upstream, external, frozenset(broadcast), upstream_parallelism)
-
-    def options_for(self, location: str) -> dict[str, Any] | None:
-        """The storage root's credentials for a location in the same store; fsspec's defaults elsewhere."""
-        if same_store(location, self.settings.storage_root):
-            return self.storage_options
-        return None
+    def gather_inputs(self) -> dict[str, StageInputs]:
+        external = {m: self.tasks[m].external_inputs for m in self.members}
+        return gather_inputs(
+            self.plan,
+            self.members,
+            external,
+            self.run.ti,
+            self.folder,
+            self.settings.storage_root,
+            self.storage_options,
+        )
 
     # ------------------------------------------------------------------ 2. decide
 
@@ -499,7 +467,7 @@ class RegionRunner:
             self.config_for,
             profile,
             learned,
-            ran_with=self.peers_ran_with(),
+            ran_with=peers_ran_with(self.plan, self.region, self.run.ti),
             written=written,
             settings=DecisionSettings(
                 adaptive_query_execution=self.settings.adaptive_query_execution,
@@ -509,19 +477,6 @@ class RegionRunner:
                 executors_from_start=self.settings.executors_from == "start",
             ),
         )
-
-    def peers_ran_with(self) -> dict[str, int]:
-        """The parallelism each member of this region's forward groups outside it ran with (its trace).
-
-        A group whose members sit in several regions is decided by the first of them to run; the later
-        ones take its value from these (the DAG reader makes sure one region runs before the others).
-        """
-        ran: dict[str, int] = {}
-        for peer in forward_group_peers(self.plan, self.region):
-            trace = self.run.ti.xcom_pull(task_ids=peer, key=TRACE_KEY) or {}
-            if trace.get("parallelism") is not None:
-                ran[peer] = int(trace["parallelism"])
-        return ran
 
     # ------------------------------------------------------------------ 3. launcher
 
