@@ -18,7 +18,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
@@ -43,8 +42,20 @@ from airflow_provider_finegrained.execution.decision import (
     decide_region,
 )
 from airflow_provider_finegrained.execution.history_store import RegionHistory
+from airflow_provider_finegrained.execution.reattach import (
+    FOLLOW_POLL_S,
+    ApplicationRecord,
+    follower_of,
+)
+from airflow_provider_finegrained.execution.region_context import (
+    LeaderLike,
+    RegionDeferral,
+    RegionOutcome,
+    RunContext,
+    RunFacts,
+    member_context,
+)
 from airflow_provider_finegrained.execution.region_errors import (
-    ApplicationStatusUnknown,
     StageFailedError,
     SubmitTimeoutError,
     submit_timeout_message,
@@ -73,14 +84,6 @@ from airflow_provider_finegrained.launchers.select import select, submit_launche
 from airflow_provider_finegrained.launchers.standalone.capacity import webui_text
 from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
 from airflow_provider_finegrained.operators.links import LiveLink
-from airflow_provider_finegrained.operators.region_context import (
-    LeaderLike,
-    RegionDeferral,
-    RegionOutcome,
-    RunContext,
-    RunFacts,
-    member_context,
-)
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.python_env import PackError, python_env_conf, ship_environment
@@ -89,11 +92,10 @@ from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.secrets import redact_mapping
 from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
 from airflow_provider_finegrained.spark.submit import spark_home
-from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
 from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
-from airflow_provider_finegrained.storage.locations import join, scheme_of
+from airflow_provider_finegrained.storage.locations import scheme_of
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
@@ -101,22 +103,6 @@ if TYPE_CHECKING:
 
 class _Detach(Exception):
     """Raised from the output callback to stop following spark-submit once the application is named."""
-
-
-APPLICATION_KEY = "finegrained_region_application"
-"""Task state store key of the region's cluster-mode application (``LaunchHandle.to_dict``).
-Renaming it breaks the reattach of tries already running."""
-
-FOLLOWER_FILE = "_followed_by_try"
-"""In a region folder: the later try that reattached to its application (the submitting try must not kill it)."""
-
-FOLLOW_POLL_S = 2.0
-"""How often a leader that reattached without deferring asks the cluster manager about the application."""
-
-UNKNOWN_WAIT_S = 120.0
-"""How long a leader asks again about a stored application whose status is unknown (an unreachable manager,
-a master that forgot its drivers) before it fails: unknown is not gone, and submitting again could run two
-applications of the region side by side."""
 
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
@@ -165,10 +151,19 @@ class RegionRunner:
         self._handle: LaunchHandle | None = None
         self._remote: RemoteApplication | None = None
         self._grant: Grant | None = None
-        self._stored = False  # whether the task state store holds a handle this run must delete when done
         self._killed = False
-        self.unknown_wait_s = UNKNOWN_WAIT_S
-        self.unknown_poll_s = FOLLOW_POLL_S
+        self.record = ApplicationRecord(
+            settings,
+            self.run.state_store,
+            self.log,
+            region,
+            self.members,
+            leader.task_id,
+            self.dag.dag_id,
+            self.run.run_id,
+            self.run.try_number,
+            self.storage_options,
+        )
 
     # ------------------------------------------------------------------ the sequence
 
@@ -188,7 +183,7 @@ class RegionRunner:
                 {"mode": "cold", "reason": reason},
                 {"outcome": "reattached", "message": f"capacity was granted to try {handle.try_number}"},
             )
-            self.adopt(handle)
+            self.record.adopt(handle)
             return self.follow(handle, facts, status)
         self.folder.reset(self.members)
         self.render_members()
@@ -238,7 +233,7 @@ class RegionRunner:
             except Exception as exc:  # storage out of reach (a host cut off): still stop the application
                 self.log.warning("Region %s: its capacity reservation stays until it goes stale: %s", self.region, exc)
         launcher, remote = self._launcher, self._remote
-        follower = self.follower()
+        follower = follower_of(self._handle, self.storage_options)
         if remote is None and follower is not None:
             # A try cut off from Airflow (its host lost the network) is stopped when it comes back: the retry
             # that reattached owns the application now, and killing it would fail the retry too.
@@ -252,111 +247,10 @@ class RegionRunner:
     # ------------------------------------------------------------------ 0. an application of an earlier try
 
     def prior_application(self) -> tuple[LaunchHandle, LaunchStatus] | None:
-        """The cluster-mode application an earlier try left running or finished successfully; None when there
-        is none to reattach to (then the region is submitted anew, after the usual reset)."""
-        store = self.run.state_store
-        saved = store.get(APPLICATION_KEY) if store is not None else None
-        if not saved:
-            return None
-        self._stored = True
-        try:
-            handle = LaunchHandle.from_dict(saved)
-            remote = RemoteApplication(self.settings, handle)
-        except ValueError as exc:
-            self.log.warning("Region %s: ignoring the stored application (%s); submitting anew", self.region, exc)
-            return None
-        if handle.master != self.settings.master:
-            self.log.warning(
-                "Region %s: the stored application %s ran on %s, the connection now names %s; submitting anew",
-                self.region,
-                handle.remote_id,
-                handle.master,
-                self.settings.master,
-            )
-            return None
-        status = remote.status()
-        if status.state == "unknown":
-            status = self.ask_again(remote, handle, status)
-        if status.state in ("pending", "running", "succeeded"):
-            return handle, status
-        self.log.warning(
-            "Region %s: the application %s submitted by try %d ended %s (%s); submitting anew",
-            self.region,
-            handle.remote_id,
-            handle.try_number,
-            status.state,
-            status.detail,
-        )
-        return None
-
-    def ask_again(self, remote: RemoteApplication, handle: LaunchHandle, status: LaunchStatus) -> LaunchStatus:
-        """Ask about the application until its status is known, for ``unknown_wait_s`` at most; then fail."""
-        deadline = time.monotonic() + self.unknown_wait_s
-        while status.state == "unknown" and time.monotonic() < deadline:
-            self.log.info(
-                "Region %s: the status of %s submitted by try %d is unknown (%s); asking again",
-                self.region,
-                handle.remote_id,
-                handle.try_number,
-                status.detail,
-            )
-            time.sleep(self.unknown_poll_s)
-            status = remote.status()
-        if status.state != "unknown":
-            return status
-        stages = ", ".join(self.members)
-        raise ApplicationStatusUnknown(
-            f"region {self.region} (stages {stages}): cannot tell whether application {handle.remote_id}, "
-            f"submitted by try {handle.try_number}, still runs on {handle.master}: {status.detail or 'unknown'} "
-            f"(asked for {self.unknown_wait_s:g} s); not submitting again, which could run two applications of "
-            f"this region side by side. A retry asks again and reattaches if it runs. If it is gone for good "
-            f"(stop it on the cluster manager if unsure), delete the task state key {APPLICATION_KEY!r} of task "
-            f"{self.leader.task_id!r} (DELETE /api/v2/dags/{self.dag.dag_id}/dagRuns/{quote(self.run.run_id, safe='')}/"
-            f"taskInstances/{self.leader.task_id}/state-store/{APPLICATION_KEY}) and clear the task"
-        )
-
-    def remember(self, handle: LaunchHandle) -> None:
-        """Persist the application's handle where a retry of this task finds it."""
-        store = self.run.state_store
-        if store is None:
-            self.log.warning(
-                "Region %s: no task state store in this Airflow: a retry cannot reattach to %s",
-                self.region,
-                handle.remote_id,
-            )
-            return
-        store.set(APPLICATION_KEY, handle.to_dict())
-        self._stored = True
-        self.log.info(
-            "Region %s: application %s of try %d recorded for reattach",
-            self.region,
-            handle.remote_id,
-            handle.try_number,
-        )
-
-    def adopt(self, handle: LaunchHandle) -> None:
-        """Mark in the application's region folder that this try follows it: the try that submitted it reads the
-        mark when Airflow stops it later, and leaves the application running."""
-        mark = join(handle.region_folder, FOLLOWER_FILE)
-        filesystem.write_bytes(mark, str(self.run.try_number).encode(), self.storage_options)
-
-    def follower(self) -> int | None:
-        """A later try that follows the application this try submitted, if one does."""
-        if self._handle is None or not self._handle.region_folder:
-            return None
-        try:
-            # The storage, not Airflow: a task being stopped may no longer reach its supervisor's API.
-            mark = filesystem.read_bytes(join(self._handle.region_folder, FOLLOWER_FILE), self.storage_options)
-            follower = int(mark)
-        except Exception:  # no mark (FileNotFoundError), or unreadable: kill as before
-            return None
-        return follower if follower > self._handle.try_number else None
+        return self.record.prior_application()
 
     def forget(self) -> None:
-        """The application ended and was collected: a later try (or a cleared task) submits its own."""
-        if self._stored and self.run.state_store is not None:
-            self.run.state_store.delete(APPLICATION_KEY)
-            self._stored = False
+        self.record.forget()
 
     def remaining_s(self, handle: LaunchHandle) -> float | None:
         """Seconds left of the leader's ``submit_timeout`` for ``handle``'s application; None without one."""
@@ -393,7 +287,7 @@ class RegionRunner:
             decision = self.decide(inputs, smaller)
         self.push_region_info(handle.try_number)
         self._remote = RemoteApplication(self.settings, handle)
-        self._stored = True  # back from a deferral, the handle is in the store
+        self.record.stored = True  # back from a deferral, the handle is in the store
         if status is None or not status.done:
             if self.deferrable:
                 raise RegionDeferral(handle, facts)
@@ -636,7 +530,7 @@ class RegionRunner:
             if not handle.identified():
                 return
             if not remembered:
-                self.remember(handle)
+                self.record.remember(handle)
                 remembered = True
             # A Kubernetes pod is named before it exists: stop following once Spark reported the application.
             if self.deferrable and (handle.launcher != "kubernetes" or handle.application_id):

@@ -34,8 +34,8 @@ from airflow_provider_finegrained.planning.units import format_bytes
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
+    from airflow_provider_finegrained.execution.region_context import RegionDeferral, RunFacts
     from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
-    from airflow_provider_finegrained.operators.region_context import RegionDeferral, RunFacts
     from airflow_provider_finegrained.operators.region_runner import RegionRunner
     from airflow_provider_finegrained.runtime.job import StageStatus
     from airflow_provider_finegrained.settings import ConnectionSettings
@@ -208,8 +208,8 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
 
     def execute_complete(self, context: Any, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Back from following the region's application in the triggerer: collect and publish its results."""
+        from airflow_provider_finegrained.execution.region_context import RunFacts
         from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
-        from airflow_provider_finegrained.operators.region_context import RunFacts
 
         event = event or {}
         try:
@@ -243,7 +243,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         resume: tuple[LaunchHandle, RunFacts, LaunchStatus] | None = None,
     ) -> dict[str, Any]:
         from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
-        from airflow_provider_finegrained.operators.region_context import RegionDeferral
+        from airflow_provider_finegrained.execution.region_context import RegionDeferral
         from airflow_provider_finegrained.operators.region_runner import RegionRunner
 
         hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)

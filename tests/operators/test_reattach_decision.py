@@ -17,12 +17,10 @@ import pendulum
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
+from airflow_provider_finegrained.execution.region_errors import ApplicationStatusUnknown
 from airflow_provider_finegrained.launchers.base import LaunchHandle
-from airflow_provider_finegrained.operators.region_runner import (
-    APPLICATION_KEY,
-    ApplicationStatusUnknown,
-    RegionRunner,
-)
+from airflow_provider_finegrained.operators.region_runner import RegionRunner
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, dag_plan
 from tests.launchers.test_remote import DRIVER_ID, HANDLE, FakeManager, manager, standalone_settings  # noqa: F401
 
@@ -110,7 +108,7 @@ def test_unknown_application_status_at_reattach_is_asked_again_not_taken_as_gone
 ) -> None:
     manager.drivers = Answers(unknown, unknown, "RUNNING")
     run = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()}))
-    run.unknown_poll_s = 0.0  # the bound is what matters here, not the pace
+    run.record.unknown_poll_s = 0.0  # the bound is what matters here, not the pace
     found = run.prior_application()
     assert found is not None
     handle, status = found
@@ -127,7 +125,7 @@ def test_an_application_still_unknown_fails_the_try_instead_of_submitting_again(
     manager.drivers = Answers(unknown)
     store = Store(**{APPLICATION_KEY: HANDLE.to_dict()})
     run = runner(manager, tmp_path, store)
-    run.unknown_wait_s = 0.0  # asked once: the bound's end
+    run.record.unknown_wait_s = 0.0  # asked once: the bound's end
     message = (
         f"region {run.region} (stages only): cannot tell whether application {DRIVER_ID}, submitted by try 1, still "
         "runs on spark://127.0.0.1:7077: "
@@ -165,10 +163,10 @@ def test_nothing_to_reattach_to_submits_anew(
 def test_without_a_task_state_store_nothing_is_remembered(manager: FakeManager, tmp_path: Path) -> None:  # noqa: F811
     run = runner(manager, tmp_path, None)
     assert run.prior_application() is None
-    run.remember(HANDLE)  # logs that a retry cannot reattach; nothing to write to
+    run.record.remember(HANDLE)  # logs that a retry cannot reattach; nothing to write to
     store = Store()
     run = runner(manager, tmp_path, store)
-    run.remember(HANDLE)
+    run.record.remember(HANDLE)
     assert LaunchHandle.from_dict(store.values[APPLICATION_KEY]) == HANDLE
     run.forget()
     assert store.values == {}
@@ -243,8 +241,7 @@ def test_a_superseded_try_leaves_the_application_its_retry_follows_running(
     store = Store(**{APPLICATION_KEY: handle.to_dict()})
     if follower is not None:
         retry = runner(manager, tmp_path, store)  # TaskInstance.try_number is 2
-        retry.run = dataclasses.replace(retry.run, try_number=follower)
-        retry.adopt(handle)
+        dataclasses.replace(retry.record, try_number=follower).adopt(handle)
     store.get = None  # type: ignore[assignment,method-assign]  # a task being stopped may not reach Airflow's API
     first = runner(manager, tmp_path, store)
     first._handle, launcher = handle, Launcher()  # what try 1 submitted and launched

@@ -17,10 +17,12 @@ import pendulum
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
+from airflow_provider_finegrained.execution.region_context import RunFacts
+from airflow_provider_finegrained.execution.region_errors import SubmitTimeoutError
 from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.yarn.launcher import YarnLauncher
-from airflow_provider_finegrained.operators.region_context import RunFacts
-from airflow_provider_finegrained.operators.region_runner import APPLICATION_KEY, RegionRunner, SubmitTimeoutError
+from airflow_provider_finegrained.operators.region_runner import RegionRunner
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, StageFailedError, dag_plan
 from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.launchers.test_launchers import APP_ID, spark_home_with_submit
