@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.capacity import CapacityUnavailable
 from airflow_provider_finegrained.contract import (
-    REGION_KEY,
     OutputRecord,
     StageTrace,
 )
@@ -84,6 +83,7 @@ from airflow_provider_finegrained.launchers.select import select, submit_launche
 from airflow_provider_finegrained.launchers.standalone.capacity import webui_text
 from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
 from airflow_provider_finegrained.operators.links import LiveLink
+from airflow_provider_finegrained.operators.xcom_writes import push_region_info
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.python_env import PackError, python_env_conf, ship_environment
@@ -496,16 +496,7 @@ class RegionRunner:
 
     def push_region_info(self, try_number: int) -> None:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""
-        self.run.ti.xcom_push(
-            key=REGION_KEY,
-            value={
-                "region": self.region,
-                "folder": self.folder.path,
-                "leader": self.leader.task_id,
-                "try_number": try_number,
-                "stages": list(self.members),
-            },
-        )
+        push_region_info(self.run.ti, self.region, self.folder.path, self.leader.task_id, try_number, self.members)
 
     def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult:
         live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
+from airflow_provider_finegrained.contract import REGION_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
 from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
 from airflow_provider_finegrained.execution.region_errors import StageFailedError, submit_timeout_message
@@ -27,7 +27,14 @@ from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSpar
 from airflow_provider_finegrained.operators.assets import asset_event_extra
 from airflow_provider_finegrained.operators.assets import output_asset as output_asset_of
 from airflow_provider_finegrained.operators.lineage import LineageMixin
-from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink, SparkUITargets, spark_ui_targets
+from airflow_provider_finegrained.operators.links import SparkUILink, SparkUITargets, spark_ui_targets
+from airflow_provider_finegrained.operators.xcom_writes import (
+    REGION_FAILURE_KEY,
+    push_plan,
+    push_region_failure,
+    push_spark_ui,
+    push_stage_result,
+)
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
 from airflow_provider_finegrained.planning.units import format_bytes
@@ -41,8 +48,6 @@ if TYPE_CHECKING:
     from airflow_provider_finegrained.settings import ConnectionSettings
 
 OUTPUT_FORMATS = ("parquet", "orc")
-REGION_FAILURE_KEY = "finegrained_region_failure"
-"""XCom the leader pushes when its region fails: the stage that broke and why, for the region's other tasks."""
 APPLICATION_POLL_S = 5.0
 """How often the trigger of a deferred leader asks the cluster manager about the region's application."""
 _PLAN_CACHE: dict[int, DagPlan] = {}
@@ -178,10 +183,10 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = dag_plan(self.dag)
         # Pushed first, so the UI draws the DAG's regions even for a run whose stages failed.
-        context["ti"].xcom_push(key=PLAN_KEY, value=plan_to_dict(plan))
+        push_plan(context["ti"], plan_to_dict(plan))
         # A link target with no application until one is known: the Spark UI link is looked up when the task
         # ends, and a missing XCom is logged as an error (noise in the log of a stage that failed early).
-        context["ti"].xcom_push(key=SPARK_UI_KEY, value=SparkUITargets(None).to_xcom())
+        push_spark_ui(context["ti"], SparkUITargets(None))
         region = plan.stages[self.task_id].region
         leader = plan.regions[region][0]
         if self.task_id != leader:
@@ -331,13 +336,11 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             spark_ui = None
             if runner is not None and failed is not None and failed.application_id:
                 spark_ui = spark_ui_targets(runner.settings, failed.application_id).to_xcom()
-            context["ti"].xcom_push(
-                key=REGION_FAILURE_KEY,
-                value={
-                    "stage": failed.stage if failed else self.task_id,
-                    "error": ((failed.error if failed else None) or message).splitlines()[0][:500],
-                    "spark_ui": spark_ui,
-                },
+            push_region_failure(
+                context["ti"],
+                failed.stage if failed else self.task_id,
+                ((failed.error if failed else None) or message).splitlines()[0][:500],
+                spark_ui,
             )
         except Exception as exc:  # never hide the region's own failure behind this note's
             self.log.warning("Could not record the region's failure for its other stages: %s", exc)
@@ -365,7 +368,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             failure = ti.xcom_pull(task_ids=leader, key=REGION_FAILURE_KEY) or {}
             stage = failure.get("stage", leader)
             if failure.get("spark_ui"):  # the failed application's UI is where to look for why
-                ti.xcom_push(key=SPARK_UI_KEY, value=failure["spark_ui"])
+                push_spark_ui(ti, failure["spark_ui"])
             raise StageFailedError(
                 f"{ran} its leader {leader!r}, and the region failed in stage {stage!r}: "
                 f"{failure.get('error', 'see the log of ' + repr(leader))}"
@@ -405,16 +408,14 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             return
         # ui_url: the driver's spark.sparkContext.uiWebUrl, once the region's driver records it.
         targets = spark_ui_targets(settings, status.application_id, status.ui_url)
-        context["ti"].xcom_push(key=SPARK_UI_KEY, value=targets.to_xcom())
+        push_spark_ui(context["ti"], targets)
 
     def _publish(self, context: Any, record: OutputRecord, trace: StageTrace, lines: Sequence[str]) -> dict[str, Any]:
         for line in lines:
             self.log.info("%s", line)
         self.log.info("%s", format_trace(trace, record))
         ti = context["ti"]
-        ti.xcom_push(key=TRACE_KEY, value=trace.to_xcom())
-        value = record.to_xcom()
-        ti.xcom_push(key=OUTPUT_KEY, value=value)
+        value = push_stage_result(ti, record, trace)
         self.remember_lineage(ti, value, trace.to_xcom())
         if self.output_asset is not None and record.committed:
             context["outlet_events"][self.output_asset].extra = asset_event_extra(value)
