@@ -13,10 +13,10 @@ from airflow_provider_finegrained.launchers.base import LaunchHandle, LogLike
 __all__ = [
     "LeaderLike",
     "RegionDeferral",
-    "RegionOutcome",
     "RunContext",
     "RunFacts",
     "StateStoreLike",
+    "Succeeded",
     "TaskInstanceLike",
     "member_context",
 ]
@@ -119,8 +119,8 @@ def _member_ti(leader_ti: Any, task: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class RegionOutcome:
-    """What the leader publishes: each stage's committed output (stages that succeeded) and trace."""
+class Succeeded:
+    """The region ran: what the leader publishes, each stage's committed output (stages that succeeded) and trace."""
 
     records: dict[str, OutputRecord]
     traces: dict[str, StageTrace]

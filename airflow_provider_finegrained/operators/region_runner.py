@@ -49,9 +49,9 @@ from airflow_provider_finegrained.execution.reattach import (
 from airflow_provider_finegrained.execution.region_context import (
     LeaderLike,
     RegionDeferral,
-    RegionOutcome,
     RunContext,
     RunFacts,
+    Succeeded,
     member_context,
 )
 from airflow_provider_finegrained.execution.region_errors import (
@@ -167,7 +167,7 @@ class RegionRunner:
 
     # ------------------------------------------------------------------ the sequence
 
-    def execute(self) -> RegionOutcome:
+    def execute(self) -> Succeeded:
         prior = self.prior_application()
         if prior is not None:
             handle, status = prior
@@ -264,7 +264,7 @@ class RegionRunner:
 
     # ------------------------------------------------------------------ 0b. follow an application not started here
 
-    def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> RegionOutcome:
+    def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> Succeeded:
         """Collect the region from ``handle``'s application, which this process did not start (a retry that
         reattached, or the leader back from its deferral): no reset, no capacity, no submit. The region folder
         and output fencing token stay those of the try that submitted it."""
@@ -444,7 +444,7 @@ class RegionRunner:
         inputs: Mapping[str, StageInputs],
         capacity: CapacityRecord,
         timings: dict[str, float],
-    ) -> RegionOutcome:
+    ) -> Succeeded:
         job = build_region_job(self.plan, self.region, self.tasks, decision, inputs, self.folder, self.settings)
         # A warm region runs with the pool's application settings; only its session settings are its own.
         app_conf = {} if launcher.capacity_kind == "none" else self.application_conf(launcher, decision)
@@ -584,7 +584,7 @@ class RegionRunner:
 
     def collect(
         self, decision: RegionDecision, facts: RegionRunFacts, spark_conf: Mapping[str, Mapping[str, str]]
-    ) -> RegionOutcome:
+    ) -> Succeeded:
         records: dict[str, OutputRecord] = {}
         traces: dict[str, StageTrace] = {}
         for member in self.members:
@@ -609,7 +609,7 @@ class RegionRunner:
             # A revoked try may have written on after this try's reset (a warm job, an orphaned driver).
             for location in self.folder.sweep(self.members):
                 self.log.info("Region %s: removed %s, left by a superseded try", self.region, location)
-        return RegionOutcome(records, traces)
+        return Succeeded(records, traces)
 
     def raise_for_failure(self, result: LaunchResult, ended: str | None = None) -> None:
         for line in result.diagnostics:

@@ -41,7 +41,8 @@ from airflow_provider_finegrained.planning.units import format_bytes
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
-    from airflow_provider_finegrained.execution.region_context import RegionDeferral, RunFacts
+    from airflow_provider_finegrained.execution.region_context import RunFacts
+    from airflow_provider_finegrained.execution.region_outcome import RegionOutcome
     from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
     from airflow_provider_finegrained.operators.region_runner import RegionRunner
     from airflow_provider_finegrained.runtime.job import StageStatus
@@ -247,8 +248,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         waited: Mapping[str, float] | None,
         resume: tuple[LaunchHandle, RunFacts, LaunchStatus] | None = None,
     ) -> dict[str, Any]:
-        from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
-        from airflow_provider_finegrained.execution.region_context import RegionDeferral
+        from airflow_provider_finegrained.execution.region_outcome import outcome_of
         from airflow_provider_finegrained.operators.region_runner import RegionRunner
 
         hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)
@@ -265,24 +265,39 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         )
         self._process = runner
         try:
-            outcome = runner.execute() if resume is None else runner.follow(*resume)
-        except CapacityImpossible as exc:
-            self._record_region_failure(context, runner, str(exc))
-            raise AirflowFailException(str(exc)) from None  # retrying cannot make a worker larger
-        except CapacityWait as exc:
-            self._defer_for_capacity(settings, exc, waited)
-        except RegionDeferral as deferral:
-            self._defer_for_application(settings, deferral)
-        except Exception as exc:
-            self._record_region_failure(context, runner, str(exc))
-            raise
+            outcome = outcome_of(runner.execute if resume is None else lambda: runner.follow(*resume))
         finally:
             self._process = None
             # Also for a failed region: its application's UI is where to look for why.
             self._push_spark_ui(context, settings, runner.statuses.get(self.task_id))
-        return self._publish(
-            context, outcome.records[self.task_id], outcome.traces[self.task_id], runner.log_lines(self.task_id)
+        return self._act_on(context, settings, runner, outcome, waited)
+
+    def _act_on(
+        self,
+        context: Any,
+        settings: ConnectionSettings,
+        runner: RegionRunner,
+        outcome: RegionOutcome,
+        waited: Mapping[str, float] | None,
+    ) -> dict[str, Any]:
+        """The region's outcome as the task's: publish, defer (for capacity or to the trigger) or fail."""
+        from airflow_provider_finegrained.execution.region_outcome import (
+            AwaitApplication,
+            AwaitCapacity,
+            Failed,
         )
+
+        if isinstance(outcome, AwaitCapacity):
+            self._defer_for_capacity(settings, outcome.wait, waited)
+        if isinstance(outcome, AwaitApplication):
+            self._defer_for_application(settings, outcome.handle, outcome.facts)
+        if isinstance(outcome, Failed):
+            self._record_region_failure(context, runner, str(outcome.error))
+            if outcome.final:
+                raise AirflowFailException(str(outcome.error)) from None  # retrying cannot make a worker larger
+            raise outcome.error
+        lines = runner.log_lines(self.task_id)
+        return self._publish(context, outcome.records[self.task_id], outcome.traces[self.task_id], lines)
 
     def _defer_for_capacity(
         self, settings: ConnectionSettings, wait: CapacityWait, waited: Mapping[str, float] | None
@@ -313,15 +328,15 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             kwargs={"waited": {"since": since, "deadline": deadline}},
         )
 
-    def _defer_for_application(self, settings: ConnectionSettings, deferral: RegionDeferral) -> NoReturn:
+    def _defer_for_application(self, settings: ConnectionSettings, handle: LaunchHandle, facts: RunFacts) -> NoReturn:
         from airflow_provider_finegrained.triggers.region_application import RegionApplicationTrigger
         from airflow_provider_finegrained.triggers.settle import not_before
 
         self.defer(
             trigger=RegionApplicationTrigger(
                 conn_id=self.finegrained_spark_conn_id,
-                handle=deferral.handle.to_dict(),
-                facts=deferral.facts.to_dict(),
+                handle=handle.to_dict(),
+                facts=facts.to_dict(),
                 poll_interval=APPLICATION_POLL_S,
                 not_before=not_before(settings.trigger_min_wait),
                 submit_timeout=self.submit_timeout,
