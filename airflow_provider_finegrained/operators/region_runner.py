@@ -19,20 +19,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_finegrained.capacity import CapacityUnavailable
-from airflow_provider_finegrained.contract import (
-    OutputRecord,
-    StageTrace,
-)
 from airflow_provider_finegrained.execution.capacity_gate import (
-    CapacityImpossible,
-    CapacityWait,
     Grant,
-    acquire,
-    capacity_source,
-    minimum_slots,
     reduced_profile,
-    region_request,
 )
 from airflow_provider_finegrained.execution.decision import (
     DecisionSettings,
@@ -46,6 +35,8 @@ from airflow_provider_finegrained.execution.reattach import (
     ApplicationRecord,
     follower_of,
 )
+from airflow_provider_finegrained.execution.region_capacity import reserve_capacity, warm_capacity
+from airflow_provider_finegrained.execution.region_collect import collect_region, raise_for_failure
 from airflow_provider_finegrained.execution.region_context import (
     LeaderLike,
     RegionDeferral,
@@ -55,7 +46,6 @@ from airflow_provider_finegrained.execution.region_context import (
     member_context,
 )
 from airflow_provider_finegrained.execution.region_errors import (
-    StageFailedError,
     SubmitTimeoutError,
     submit_timeout_message,
 )
@@ -65,8 +55,6 @@ from airflow_provider_finegrained.execution.region_job import StageTaskLike, app
 from airflow_provider_finegrained.execution.region_trace import (
     CapacityRecord,
     RegionRunFacts,
-    launch_record,
-    stage_trace,
 )
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
 from airflow_provider_finegrained.launchers.base import (
@@ -80,7 +68,6 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
-from airflow_provider_finegrained.launchers.standalone.capacity import webui_text
 from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
 from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.operators.xcom_writes import push_region_info
@@ -196,7 +183,7 @@ class RegionRunner:
         launcher = self.pick_launcher(carrier)
         if launcher.capacity_kind == "none":
             timings["decide_s"] = time.perf_counter() - clock
-            return self.launch_and_collect(launcher, carrier, decision, inputs, self.warm_capacity(carrier), timings)
+            return self.launch_and_collect(launcher, carrier, decision, inputs, warm_capacity(carrier), timings)
         grant = self.reserve(launcher, decision)
         try:
             capacity = CapacityRecord(grant.trace(self.waited_s()))
@@ -398,41 +385,21 @@ class RegionRunner:
     def waited_s(self) -> float | None:
         return time.time() - self.waited_since if self.waited_since else None
 
-    @staticmethod
-    def warm_capacity(carrier: Carrier) -> CapacityRecord:
-        url = carrier.pool.url if carrier.pool is not None else ""
-        # The pool's executors are already running: nothing to declare to the cluster.
-        return CapacityRecord(
-            {"outcome": "warm_pool", "message": f"runs in the warm pool's running executors ({url})", "source": url}
-        )
-
     def reserve(self, launcher: Launcher, decision: RegionDecision) -> Grant:
-        minimums = {m: self.config_for(m).min_parallelism for m in self.members}
-        least = minimum_slots(minimums, self.settings.min_slots, decision.sizing.slots)
-        master = launcher.master_container(self.application_conf(launcher, decision))
-        request = region_request(decision.sizing, least, count_overhead=launcher.count_overhead, master=master)
-        key = f"{self.dag.dag_id}/{self.run.run_id}/{self.region}/try={self.run.try_number}"
-        stages = ", ".join(self.members)
-        try:
-            queue = self.settings.admission == "cluster_queue"
-            source = capacity_source(self.settings, storage_options=self.storage_options)
-            grant = acquire(source, request, key, self.app_name, cluster_queue=queue)
-        except CapacityImpossible as exc:
-            raise CapacityImpossible(f"region {self.region} (stages {stages}): {exc}") from None
-        except CapacityWait as exc:
-            raise CapacityWait(f"region {self.region} (stages {stages}): {exc}", exc.request) from None
-        except CapacityUnavailable as exc:
-            # The stages are what the user wrote; a standalone master's URL may be one they never set (port 8080).
-            quoted = ", ".join(repr(member) for member in self.members)
-            named = f"stage {quoted}" if len(self.members) == 1 else f"stages {quoted}"
-            where = f" from {webui_text(self.settings)}" if self.settings.master_kind == "standalone" else ""
-            raise CapacityUnavailable(
-                f"{named} (region {self.region}): cannot read the free capacity of {self.settings.master}{where}: "
-                f"{exc}; the task fails and Airflow retries it if it has retries left"
-            ) from None
-        self.log.info("Capacity for region %s: %s", self.region, grant.decision.message)
-        self._grant = grant
-        return grant
+        self._grant = reserve_capacity(
+            self.settings,
+            self.storage_options,
+            launcher,
+            self.application_conf(launcher, decision),
+            decision.sizing,
+            {m: self.config_for(m).min_parallelism for m in self.members},
+            self.region,
+            self.members,
+            f"{self.dag.dag_id}/{self.run.run_id}/{self.region}/try={self.run.try_number}",
+            self.app_name,
+            self.log,
+        )
+        return self._grant
 
     # ------------------------------------------------------------------ 5. launch
 
@@ -585,45 +552,8 @@ class RegionRunner:
     def collect(
         self, decision: RegionDecision, facts: RegionRunFacts, spark_conf: Mapping[str, Mapping[str, str]]
     ) -> Succeeded:
-        records: dict[str, OutputRecord] = {}
-        traces: dict[str, StageTrace] = {}
-        for member in self.members:
-            status = self.folder.read_status(member)
-            self.statuses[member] = status or StageStatus(member, "not_run", error="the driver recorded no result")
-            launch = launch_record(decision, member, spark_conf[member])
-            trace = stage_trace(
-                decision.stages[member].trace,
-                facts,
-                spark_conf[member],
-                status,
-                first=member == self.members[0],
-                launch=launch,
-            )
-            self.folder.write_trace(trace)
-            traces[member] = trace
-            if status and status.state == "success":
-                # The folder's try: the one whose application committed the output (under its fencing token).
-                records[member] = OutputRecord.from_committed(member, status.output, self.folder.try_number)
-        self.history.record(traces, {m: s.state == "success" for m, s in self.statuses.items()})
-        if len(records) == len(self.members):
-            # A revoked try may have written on after this try's reset (a warm job, an orphaned driver).
-            for location in self.folder.sweep(self.members):
-                self.log.info("Region %s: removed %s, left by a superseded try", self.region, location)
-        return Succeeded(records, traces)
+        args = (self.folder, decision, facts, spark_conf, self.history, self.log, self.statuses)
+        return collect_region(self.region, self.members, *args)
 
     def raise_for_failure(self, result: LaunchResult, ended: str | None = None) -> None:
-        for line in result.diagnostics:
-            self.log.error("%s", line)
-        broken = next((s for s in self.statuses.values() if s.state == "failed"), None)
-        if broken is not None:
-            raise StageFailedError(
-                f"region {self.region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
-            )
-        if result.returncode != 0:
-            ended = ended or f"spark-submit exited with code {result.returncode}"
-            tail = "\n".join(result.tail[-20:])
-            where = "\n".join(result.diagnostics[:5])
-            raise StageFailedError(
-                f"region {self.region}: {ended} before the stages "
-                f"reported (stages {list(self.members)}); last output lines:\n{tail}" + (f"\n{where}" if where else "")
-            )
+        raise_for_failure(self.region, self.members, self.statuses, result, self.log, ended)
