@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.execution.capacity_gate import (
@@ -47,11 +46,11 @@ from airflow_provider_finegrained.execution.region_context import (
 )
 from airflow_provider_finegrained.execution.region_errors import (
     SubmitTimeoutError,
-    submit_timeout_message,
 )
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_inputs import gather_inputs, peers_ran_with
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
+from airflow_provider_finegrained.execution.region_launch import Submission
 from airflow_provider_finegrained.execution.region_trace import (
     CapacityRecord,
     RegionRunFacts,
@@ -59,12 +58,10 @@ from airflow_provider_finegrained.execution.region_trace import (
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
 from airflow_provider_finegrained.launchers.base import (
     Launcher,
-    LaunchEvents,
     LaunchHandle,
     LaunchResult,
     LaunchSpec,
     LaunchStatus,
-    reattach_refusal,
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
@@ -77,7 +74,6 @@ from airflow_provider_finegrained.python_env import PackError, python_env_conf, 
 from airflow_provider_finegrained.python_env.ship import cache_folder, needs_python_env
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.secrets import redact_mapping
-from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
 from airflow_provider_finegrained.spark.submit import spark_home
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
@@ -86,10 +82,6 @@ from airflow_provider_finegrained.storage.locations import scheme_of
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.hooks.settings import ConnectionSettings
-
-
-class _Detach(Exception):
-    """Raised from the output callback to stop following spark-submit once the application is named."""
 
 
 CLASSPATH_FROM_SPARK_HOME = frozenset({"local", "standalone", "yarn"})
@@ -135,7 +127,6 @@ class RegionRunner:
         self.statuses: dict[str, StageStatus] = {}
         self.history = RegionHistory.for_run(settings, self.dag.dag_id, self.run.run_id, self.storage_options, self.log)
         self._launcher: Launcher | None = None
-        self._handle: LaunchHandle | None = None
         self._remote: RemoteApplication | None = None
         self._grant: Grant | None = None
         self._killed = False
@@ -150,6 +141,9 @@ class RegionRunner:
             self.run.run_id,
             self.run.try_number,
             self.storage_options,
+        )
+        self.submission = Submission(
+            settings, self.record, self.log, region, self.members, leader.task_id, leader.submit_timeout, deferrable
         )
 
     # ------------------------------------------------------------------ the sequence
@@ -247,7 +241,16 @@ class RegionRunner:
         return max(0.0, (handle.submitted_at or time.time()) + timeout - time.time())
 
     def timeout_message(self, what: str) -> str:
-        return submit_timeout_message(self.leader.task_id, self.region, self.members, self.leader.submit_timeout, what)
+        return self.submission.timeout_message(what)
+
+    @property
+    def _handle(self) -> LaunchHandle | None:
+        """The application this try submitted, once submitted."""
+        return self.submission.handle
+
+    @_handle.setter
+    def _handle(self, handle: LaunchHandle | None) -> None:
+        self.submission.handle = handle
 
     # ------------------------------------------------------------------ 0b. follow an application not started here
 
@@ -466,86 +469,10 @@ class RegionRunner:
         push_region_info(self.run.ti, self.region, self.folder.path, self.leader.task_id, try_number, self.members)
 
     def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult:
-        live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs
-        refusal = reattach_refusal(launcher.name, self.settings.deploy_mode)
-        if refusal is not None and self.deferrable:
-            self.log.info(
-                "Region %s: deferrable=True has no effect here (%s); the task follows it", self.region, refusal
-            )
-        remembered = False
-
-        def identify(driver_id: str | None = None, application_id: str | None = None) -> None:
-            # Runs in this (the task's) thread: the state store may be written from here.
-            nonlocal remembered
-            handle = self._handle
-            if refusal is not None or handle is None:
-                return
-            self._handle = handle = replace(
-                handle,
-                driver_id=handle.driver_id or driver_id,
-                application_id=handle.application_id or application_id,
-            )
-            if not handle.identified():
-                return
-            if not remembered:
-                self.record.remember(handle)
-                remembered = True
-            # A Kubernetes pod is named before it exists: stop following once Spark reported the application.
-            if self.deferrable and (handle.launcher != "kubernetes" or handle.application_id):
-                raise _Detach
-
-        def on_line(line: str) -> None:
-            self.log.info("%s", line)
-            live.on_line(line)
-            if (driver_id := find_driver_id(line)) is not None:
-                identify(driver_id=driver_id)
-
-        def on_application(app_id: str) -> None:
-            live.on_application(app_id)
-            identify(application_id=app_id)
-
         if self._killed:
             raise RuntimeError(f"region {self.region} was killed before it was submitted")
-        handle = launcher.submit(spec, LaunchEvents(on_line=on_line, on_application=on_application))
-        self._handle = replace(
-            handle,
-            master=self.settings.master,
-            deploy_mode=self.settings.deploy_mode,
-            region_folder=self.folder.path,
-            try_number=self.run.try_number,
-            submitted_at=time.time(),
-        )
-        try:
-            identify()  # a Kubernetes driver pod is named up front
-            return launcher.wait(self._handle)
-        except SparkSubmitTimeout as exc:
-            raise self.stop_timed_out(launcher, exc) from None
-        except _Detach:
-            # spark-submit (only following the driver, which runs on the cluster) was stopped by the raise;
-            # the application runs on. The triggerer follows it from here.
-            self.log.info(
-                "Region %s: %s runs on %s; the task defers while it runs",
-                self.region,
-                self._handle.remote_id,
-                self.settings.master,
-            )
-            raise RegionDeferral(self._handle, facts) from None
-
-    def stop_timed_out(self, launcher: Launcher, exc: SparkSubmitTimeout) -> SubmitTimeoutError:
-        """spark-submit outlived ``submit_timeout`` (and was stopped): stop the application where it runs, since
-        in cluster mode it runs on without spark-submit, or is still waiting to be accepted."""
-        handle = self._handle
-        followable = handle is not None and handle.identified()
-        if followable and handle is not None and reattach_refusal(handle.launcher, handle.deploy_mode) is None:
-            status = RemoteApplication(self.settings, handle).status()  # "unknown" when the manager cannot say
-            what = f"application {handle.remote_id} was still {status.detail or status.state}"
-        elif self.settings.deploy_mode == "cluster":
-            what = f"{self.settings.master} had not accepted the application yet"
-        else:
-            what = "the application had not ended"
-        killed = launcher.kill(handle)
-        self.forget()
-        return SubmitTimeoutError(self.timeout_message(f"{what}; {exc}; {killed}"))
+        live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs
+        return self.submission.launch(launcher, spec, facts, live, self.folder.path, self.run.try_number)
 
     # ------------------------------------------------------------------ 6. collect and publish
 
