@@ -13,7 +13,6 @@ submitting again (Airflow's resumable-job pattern), and a deferrable leader leav
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,10 +22,8 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     reduced_profile,
 )
 from airflow_provider_finegrained.execution.decision import (
-    DecisionSettings,
     RegionDecision,
     StageInputs,
-    decide_region,
 )
 from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.reattach import (
@@ -51,6 +48,12 @@ from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_inputs import gather_inputs, peers_ran_with
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
 from airflow_provider_finegrained.execution.region_launch import Submission
+from airflow_provider_finegrained.execution.region_setup import (
+    check_storage_reachable,
+    region_decision,
+    stage_config,
+    with_python_env,
+)
 from airflow_provider_finegrained.execution.region_trace import (
     CapacityRecord,
     RegionRunFacts,
@@ -70,13 +73,8 @@ from airflow_provider_finegrained.operators.links import LiveLink
 from airflow_provider_finegrained.operators.xcom_writes import push_region_info
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
-from airflow_provider_finegrained.python_env import PackError, python_env_conf, ship_environment
-from airflow_provider_finegrained.python_env.ship import cache_folder, needs_python_env
 from airflow_provider_finegrained.runtime.job import StageStatus
 from airflow_provider_finegrained.secrets import redact_mapping
-from airflow_provider_finegrained.spark.submit import spark_home
-from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
-from airflow_provider_finegrained.storage.errors import StorageConfigError
 from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
 from airflow_provider_finegrained.storage.locations import scheme_of
 
@@ -329,38 +327,13 @@ class RegionRunner:
     # ------------------------------------------------------------------ 2. decide
 
     def config_for(self, stage: str) -> ParallelismConfig:
-        plan = self.plan.stages[stage]
-        overrides = {
-            k: v
-            for k, v in (("min_parallelism", plan.min_parallelism), ("max_parallelism", plan.max_parallelism))
-            if v is not None
-        }
-        try:
-            return self.settings.parallelism_config(**overrides)
-        except ValueError as exc:
-            raise ValueError(f"stage {stage!r}: {exc}") from exc
+        return stage_config(self.settings, self.plan, stage)
 
     def decide(self, inputs: Mapping[str, StageInputs], profile: ClusterProfile | None = None) -> RegionDecision:
         profile = profile or self.settings.cluster_profile()
         learned = self.history.learned(self.members)
-        written = [m for m in self.members if self.tasks[m].output_path]  # as build_region_job writes them
-        return decide_region(
-            self.plan,
-            self.region,
-            inputs,
-            self.config_for,
-            profile,
-            learned,
-            ran_with=peers_ran_with(self.plan, self.region, self.run.ti),
-            written=written,
-            settings=DecisionSettings(
-                adaptive_query_execution=self.settings.adaptive_query_execution,
-                stage_spark_conf={m: {k: str(v) for k, v in self.tasks[m].spark_conf.items()} for m in self.members},
-                output_format={m: self.tasks[m].output_format for m in self.members},
-                resource_bounds=self.settings.resource_bounds(),
-                executors_from_start=self.settings.executors_from == "start",
-            ),
-        )
+        ran_with = peers_ran_with(self.plan, self.region, self.run.ti)
+        return region_decision(self.settings, self.plan, self.region, self.tasks, inputs, profile, learned, ran_with)
 
     # ------------------------------------------------------------------ 3. launcher
 
@@ -370,18 +343,9 @@ class RegionRunner:
         if carrier.pool is not None:
             self.log.info("Region %s runs warm in %s: %s", self.region, carrier.pool.url, carrier.reason)
         if launcher.name in CLASSPATH_FROM_SPARK_HOME:
-            self.check_storage_reachable()
+            confs = [self.tasks[m].spark_conf for m in self.members]
+            check_storage_reachable(self.settings, self.region, self.members, confs)
         return launcher
-
-    def check_storage_reachable(self) -> None:
-        """Fail before any work when Spark's classpath has no filesystem for the storage root's scheme."""
-        conf: dict[str, str] = {k: str(v) for k, v in self.settings.spark_conf.items()}
-        for member in self.members:
-            conf.update({k: str(v) for k, v in self.tasks[member].spark_conf.items()})
-        try:
-            check_spark_filesystem(self.settings.storage_root, spark_home(self.settings.spark_home), conf)
-        except StorageConfigError as exc:
-            raise StorageConfigError(f"region {self.region} (stages {', '.join(self.members)}): {exc}") from None
 
     # ------------------------------------------------------------------ 4. capacity (FLIP-138)
 
@@ -451,18 +415,8 @@ class RegionRunner:
             spark_hadoop_conf(scheme_of(self.settings.storage_root), self.storage_options),
         )
         # Spark's OpenLineage listener (when the user has it) links its events to the leader's task.
-        return self.with_python_env(launcher, conf | parent_job_spark_conf(self.run.raw, conf))
-
-    def with_python_env(self, launcher: Launcher, conf: dict[str, str]) -> dict[str, str]:
-        """YARN: the containers run this worker's packed Python environment, unless the user chose a Python."""
-        if not launcher.ships_python_env or self.settings.python_env != "auto" or not needs_python_env(conf):
-            return conf
-        try:
-            archive = ship_environment(self.settings.storage_root, self.storage_options, cache_folder())
-        except PackError as exc:
-            self.log.warning("Region %s runs with the nodes' own Python: %s", self.region, exc)
-            return conf
-        return python_env_conf(conf, archive, self.settings.deploy_mode, sys.executable)
+        conf = conf | parent_job_spark_conf(self.run.raw, conf)
+        return with_python_env(self.settings, self.storage_options, launcher, conf, self.log, self.region)
 
     def push_region_info(self, try_number: int) -> None:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""
