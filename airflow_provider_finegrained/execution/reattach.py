@@ -16,8 +16,12 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_provider_finegrained.execution.region_context import StateStoreLike
-from airflow_provider_finegrained.execution.region_errors import ApplicationStatusUnknown
-from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus, LogLike
+from airflow_provider_finegrained.execution.region_errors import (
+    ApplicationStatusUnknown,
+    SubmitTimeoutError,
+    submit_timeout_message,
+)
+from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchResult, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.settings.cluster import ClusterSettings
 from airflow_provider_finegrained.storage import filesystem
@@ -30,6 +34,8 @@ __all__ = [
     "UNKNOWN_WAIT_S",
     "ApplicationRecord",
     "follower_of",
+    "remaining_s",
+    "remote_result",
 ]
 
 APPLICATION_KEY = "finegrained_region_application"
@@ -154,6 +160,17 @@ class ApplicationRecord:
         mark = join(handle.region_folder, FOLLOWER_FILE)
         filesystem.write_bytes(mark, str(self.try_number).encode(), self.storage_options)
 
+    def follow(self, remote: RemoteApplication, handle: LaunchHandle, timeout_s: float | None) -> LaunchStatus:
+        """Follow an application this process did not start until it ends; stop it past ``submit_timeout``."""
+        self.log.info("Region %s: following %s on %s", self.region, handle.remote_id, self.settings.master)
+        status = remote.wait(FOLLOW_POLL_S, remaining_s(handle, timeout_s))
+        if not status.done:  # submit_timeout passed
+            killed = remote.kill()
+            self.forget()
+            what = f"{handle.remote_id} was still {status.detail or status.state}; {killed}"
+            raise SubmitTimeoutError(submit_timeout_message(self.leader, self.region, self.members, timeout_s, what))
+        return status
+
     def forget(self) -> None:
         """The application ended and was collected: a later try (or a cleared task) submits its own."""
         if self.stored and self.store is not None:
@@ -172,3 +189,22 @@ def follower_of(handle: LaunchHandle | None, storage_options: dict[str, Any]) ->
     except Exception:  # no mark (FileNotFoundError), or unreadable: kill as before
         return None
     return follower if follower > handle.try_number else None
+
+
+def remaining_s(handle: LaunchHandle, timeout_s: float | None) -> float | None:
+    """Seconds left of the leader's ``submit_timeout`` for ``handle``'s application; None without one."""
+    if timeout_s is None:
+        return None
+    return max(0.0, (handle.submitted_at or time.time()) + timeout_s - time.time())
+
+
+def remote_result(handle: LaunchHandle, status: LaunchStatus) -> LaunchResult:
+    """How an application this process did not start ended, as its launch result (for the trace)."""
+    return LaunchResult(
+        returncode=0 if status.state == "succeeded" else 1,
+        application_id=handle.application_id or status.application_id,
+        duration_s=time.time() - handle.submitted_at if handle.submitted_at else 0.0,
+        tail=(f"{handle.remote_id}: {status.detail or status.state}",),
+        driver_id=handle.driver_id,
+        killed=status.state == "killed",
+    )

@@ -17,19 +17,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_finegrained.execution.capacity_gate import (
-    Grant,
-    reduced_profile,
-)
-from airflow_provider_finegrained.execution.decision import (
-    RegionDecision,
-    StageInputs,
-)
+from airflow_provider_finegrained.execution.capacity_gate import Grant, reduced_profile
+from airflow_provider_finegrained.execution.decision import RegionDecision, StageInputs
 from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.reattach import (
-    FOLLOW_POLL_S,
     ApplicationRecord,
     follower_of,
+    remote_result,
 )
 from airflow_provider_finegrained.execution.region_capacity import reserve_capacity, warm_capacity
 from airflow_provider_finegrained.execution.region_collect import collect_region, raise_for_failure
@@ -41,9 +35,6 @@ from airflow_provider_finegrained.execution.region_context import (
     Succeeded,
     member_context,
 )
-from airflow_provider_finegrained.execution.region_errors import (
-    SubmitTimeoutError,
-)
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_inputs import gather_inputs, peers_ran_with
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
@@ -54,18 +45,9 @@ from airflow_provider_finegrained.execution.region_setup import (
     stage_config,
     with_python_env,
 )
-from airflow_provider_finegrained.execution.region_trace import (
-    CapacityRecord,
-    RegionRunFacts,
-)
+from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts
 from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_carrier
-from airflow_provider_finegrained.launchers.base import (
-    Launcher,
-    LaunchHandle,
-    LaunchResult,
-    LaunchSpec,
-    LaunchStatus,
-)
+from airflow_provider_finegrained.launchers.base import Launcher, LaunchHandle, LaunchResult, LaunchSpec, LaunchStatus
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
 from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
@@ -147,7 +129,7 @@ class RegionRunner:
     # ------------------------------------------------------------------ the sequence
 
     def execute(self) -> Succeeded:
-        prior = self.prior_application()
+        prior = self.record.prior_application()
         if prior is not None:
             handle, status = prior
             reason = f"reattached to {handle.remote_id} submitted by try {handle.try_number}"
@@ -225,18 +207,8 @@ class RegionRunner:
 
     # ------------------------------------------------------------------ 0. an application of an earlier try
 
-    def prior_application(self) -> tuple[LaunchHandle, LaunchStatus] | None:
-        return self.record.prior_application()
-
     def forget(self) -> None:
         self.record.forget()
-
-    def remaining_s(self, handle: LaunchHandle) -> float | None:
-        """Seconds left of the leader's ``submit_timeout`` for ``handle``'s application; None without one."""
-        timeout = self.leader.submit_timeout
-        if timeout is None:
-            return None
-        return max(0.0, (handle.submitted_at or time.time()) + timeout - time.time())
 
     def timeout_message(self, what: str) -> str:
         return self.submission.timeout_message(what)
@@ -279,22 +251,8 @@ class RegionRunner:
         if status is None or not status.done:
             if self.deferrable:
                 raise RegionDeferral(handle, facts)
-            self.log.info("Region %s: following %s on %s", self.region, handle.remote_id, self.settings.master)
-            status = self._remote.wait(FOLLOW_POLL_S, self.remaining_s(handle))
-            if not status.done:  # submit_timeout passed
-                killed = self._remote.kill()
-                self.forget()
-                raise SubmitTimeoutError(
-                    self.timeout_message(f"{handle.remote_id} was still {status.detail or status.state}; {killed}")
-                )
-        result = LaunchResult(
-            returncode=0 if status.state == "succeeded" else 1,
-            application_id=handle.application_id or status.application_id,
-            duration_s=time.time() - handle.submitted_at if handle.submitted_at else 0.0,
-            tail=(f"{handle.remote_id}: {status.detail or status.state}",),
-            driver_id=handle.driver_id,
-            killed=status.state == "killed",
-        )
+            status = self.record.follow(self._remote, handle, self.leader.submit_timeout)
+        result = remote_result(handle, status)
         run_facts = RegionRunFacts(
             carrier=facts.carrier,
             capacity=CapacityRecord(facts.capacity, facts.reduced_to_executors),

@@ -79,7 +79,7 @@ def test_reattaches_only_to_an_application_running_or_finished_well(
 ) -> None:
     if driver_state is not None:
         manager.drivers[DRIVER_ID] = driver_state
-    found = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()})).prior_application()
+    found = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()})).record.prior_application()
     if reattaches:
         assert found is not None
         handle, status = found
@@ -109,7 +109,7 @@ def test_unknown_application_status_at_reattach_is_asked_again_not_taken_as_gone
     manager.drivers = Answers(unknown, unknown, "RUNNING")
     run = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()}))
     run.record.unknown_poll_s = 0.0  # the bound is what matters here, not the pace
-    found = run.prior_application()
+    found = run.record.prior_application()
     assert found is not None
     handle, status = found
     assert (handle, status.state) == (HANDLE, "running")
@@ -131,7 +131,7 @@ def test_an_application_still_unknown_fails_the_try_instead_of_submitting_again(
         "runs on spark://127.0.0.1:7077: "
     )
     with pytest.raises(ApplicationStatusUnknown, match=re.escape(message)) as raised:
-        run.prior_application()
+        run.record.prior_application()
     assert "not submitting again, which could run two applications of this region side by side" in str(raised.value)
     assert (
         f"delete the task state key {APPLICATION_KEY!r} of task 'only' (DELETE /api/v2/dags/reattach_decision/"
@@ -156,13 +156,13 @@ def test_nothing_to_reattach_to_submits_anew(
 ) -> None:
     manager.drivers[DRIVER_ID] = "RUNNING"
     store = Store() if stored is None else Store(**{APPLICATION_KEY: stored})
-    assert runner(manager, tmp_path, store).prior_application() is None
+    assert runner(manager, tmp_path, store).record.prior_application() is None
     assert manager.requests == []  # nothing worth asking the master about
 
 
 def test_without_a_task_state_store_nothing_is_remembered(manager: FakeManager, tmp_path: Path) -> None:  # noqa: F811
     run = runner(manager, tmp_path, None)
-    assert run.prior_application() is None
+    assert run.record.prior_application() is None
     run.record.remember(HANDLE)  # logs that a retry cannot reattach; nothing to write to
     store = Store()
     run = runner(manager, tmp_path, store)
