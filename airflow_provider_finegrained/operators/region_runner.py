@@ -210,9 +210,6 @@ class RegionRunner:
     def forget(self) -> None:
         self.record.forget()
 
-    def timeout_message(self, what: str) -> str:
-        return self.submission.timeout_message(what)
-
     @property
     def _handle(self) -> LaunchHandle | None:
         """The application this try submitted, once submitted."""

@@ -11,7 +11,6 @@ retried leader reattaches to the application an earlier try started (see ``opera
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -21,15 +20,16 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_finegrained.contract import REGION_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
-from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
 from airflow_provider_finegrained.execution.region_errors import StageFailedError, submit_timeout_message
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
 from airflow_provider_finegrained.operators.assets import asset_event_extra
 from airflow_provider_finegrained.operators.assets import output_asset as output_asset_of
 from airflow_provider_finegrained.operators.lineage import LineageMixin
 from airflow_provider_finegrained.operators.links import SparkUILink, SparkUITargets, spark_ui_targets
+from airflow_provider_finegrained.operators.region_member import check_leader
+from airflow_provider_finegrained.operators.stage_plan import dag_plan, default_deferrable
+from airflow_provider_finegrained.operators.trace_text import format_trace
 from airflow_provider_finegrained.operators.xcom_writes import (
-    REGION_FAILURE_KEY,
     push_plan,
     push_region_failure,
     push_spark_ui,
@@ -37,7 +37,6 @@ from airflow_provider_finegrained.operators.xcom_writes import (
 )
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
-from airflow_provider_finegrained.planning.units import format_bytes
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
@@ -51,27 +50,6 @@ if TYPE_CHECKING:
 OUTPUT_FORMATS = ("parquet", "orc")
 APPLICATION_POLL_S = 5.0
 """How often the trigger of a deferred leader asks the cluster manager about the region's application."""
-_PLAN_CACHE: dict[int, DagPlan] = {}
-_PLAN_LOCK = threading.Lock()
-
-
-def default_deferrable() -> bool:
-    """``[finegrained] default_deferrable``, else Airflow's ``[operators] default_deferrable``; False when unset."""
-    from airflow.sdk.configuration import conf
-
-    fallback = conf.getboolean("operators", "default_deferrable", fallback=False)
-    return bool(conf.getboolean("finegrained", "default_deferrable", fallback=fallback))
-
-
-def dag_plan(dag: Any) -> DagPlan:
-    """The DAG's parse-time plan, computed once per DAG object in this process."""
-    from airflow_provider_finegrained.dags.reader import read_dag
-
-    with _PLAN_LOCK:
-        plan = _PLAN_CACHE.get(id(dag))
-        if plan is None or plan.dag_id != dag.dag_id:
-            plan = _PLAN_CACHE[id(dag)] = read_dag(dag)
-        return plan
 
 
 class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
@@ -366,38 +344,11 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             self.log.info("Task killed: stopping the Spark application and every process it started")
             runner.kill()
 
-    def _check_leader(self, context: Any, region: str, leader: str) -> None:
-        """Fail with one message naming the stage that broke and the leader when the region did not succeed.
-
-        Asked of Airflow before any XCom is pulled: pulling the results of a leader that failed would only add
-        "XCom not found" errors to this task's log.
-        """
-        ti = context["ti"]
-        run_id = str(context["run_id"])
-        states = ti.get_task_states(dag_id=self.dag_id, task_ids=[leader], run_ids=[run_id])
-        state = (states.get(run_id) or {}).get(leader)
-        if state == "success":
-            return
-        ran = f"stage {self.task_id!r} did not run: it belongs to region {region}, whose Spark application is run by"
-        if state == "failed":
-            failure = ti.xcom_pull(task_ids=leader, key=REGION_FAILURE_KEY) or {}
-            stage = failure.get("stage", leader)
-            if failure.get("spark_ui"):  # the failed application's UI is where to look for why
-                push_spark_ui(ti, failure["spark_ui"])
-            raise StageFailedError(
-                f"{ran} its leader {leader!r}, and the region failed in stage {stage!r}: "
-                f"{failure.get('error', 'see the log of ' + repr(leader))}"
-            )
-        raise StageFailedError(
-            f"{ran} its leader {leader!r}, which is {state or 'not run'}; it publishes the region's results "
-            f"when it succeeds (run {leader!r} first)"
-        )
-
     def _report_from_region(self, context: Any, region: str, leader: str) -> dict[str, Any]:
         from airflow_provider_finegrained.runtime.job import StageStatus, read_json, status_path, trace_path
 
         ti = context["ti"]
-        self._check_leader(context, region, leader)
+        check_leader(context, self.dag_id, self.task_id, region, leader)
         region_info = ti.xcom_pull(task_ids=leader, key=REGION_KEY)
         if not region_info:
             raise StageFailedError(
@@ -435,83 +386,3 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         if self.output_asset is not None and record.committed:
             context["outlet_events"][self.output_asset].extra = asset_event_extra(value)
         return value
-
-
-def format_trace(trace: StageTrace, record: OutputRecord) -> str:
-    """The decision trace as a short table for the task log."""
-    consumed = ", ".join(
-        f"{name} {format_bytes(size)}" + (" (broadcast)" if name in trace.broadcast_inputs else "")
-        for name, size in trace.consumed_bytes.items()
-    )
-    config = trace.config
-    output = (
-        "handed over in memory only"
-        if record.in_memory_only
-        else f"{record.rows} rows, {format_bytes(record.total_bytes)} in {len(record.partition_bytes)} files"
-    )
-    rows = [
-        ("region", f"{trace.region} (slot sharing group {trace.slot_sharing_group}, leader {trace.region_leader})"),
-        ("consumed", consumed or "nothing (source)"),
-        (
-            "config",
-            f"min {config.get('min_parallelism')}, max {config.get('max_parallelism')}, "
-            f"{format_bytes(config.get('avg_bytes_per_task', 0))} per task, "
-            f"broadcast ratio {config.get('max_broadcast_ratio')}",
-        ),
-        ("decided", f"{trace.decided_parallelism} ({trace.rule}; computed {trace.computed_parallelism})"),
-        # What sizing set (shuffle partitions, input split size), not what Spark ran: a source with no input
-        # to split (spark.range, a small file) runs as many tasks as its own plan makes; "spark ran" says those.
-        (
-            "planned",
-            f"{trace.parallelism} tasks in {trace.waves} wave(s)"
-            + (f"; {'; '.join(trace.sizing_notes)}" if trace.sizing_notes else ""),
-        ),
-        (
-            "executors",
-            f"{trace.executors} x {trace.executor_cores} cores, {format_bytes(trace.executor_memory)} "
-            f"(+{format_bytes(trace.memory_overhead)} overhead), spark.memory.fraction "
-            f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}"
-            + (f"; {lifecycle}" if (lifecycle := lifecycle_text(trace.spark_conf)) else ""),
-        ),
-        ("capacity", _capacity_line(trace.capacity)),
-        ("carrier", _execution_line(trace.execution)),
-        ("spark ran", _tasks_line(trace.spark_tasks)),
-        ("output", output),
-        ("application", trace.application_id or "-"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join([f"Decision trace for stage {trace.stage}:", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
-
-
-def _execution_line(execution: Mapping[str, Any]) -> str:
-    if not execution:
-        return "-"
-    if execution.get("mode") == "warm":
-        where = f"warm pool {execution.get('pool')}, session {execution.get('session', '-')}"
-        return f"{where}: {execution.get('reason', '')}"
-    return f"an application of its own: {execution.get('reason', '')}"
-
-
-def _capacity_line(capacity: Mapping[str, Any]) -> str:
-    if not capacity:
-        return "-"
-    waited = f" ({capacity['waited_s']:g} s)" if capacity.get("waited_s") else ""
-    return f"{capacity.get('outcome')}{waited}: {capacity.get('message')}"
-
-
-def _tasks_line(spark_tasks: Mapping[str, Any] | None) -> str:
-    """Spark's own count of the stage's tasks, and the spread over executors of its widest Spark stage."""
-    if not spark_tasks:
-        return "- (no task report from Spark)"
-    from airflow_provider_finegrained.runtime.spark_status import StageTaskReport, task_spread
-
-    report = StageTaskReport.from_dict(spark_tasks)
-    ran = [s for s in report.spark_stages if s.status != "SKIPPED"]
-    if not ran:
-        return f"no Spark tasks on {len(report.executors)} executor(s)"
-    widest = max(ran, key=lambda s: s.tasks)
-    fewest, most = task_spread(report, widest)
-    return (
-        f"{report.total_tasks} tasks in {len(ran)} Spark stage(s) on {len(report.executors)} executor(s); widest "
-        f"({widest.tasks} tasks): {fewest}-{most} per executor"
-    )

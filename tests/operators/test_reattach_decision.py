@@ -193,7 +193,8 @@ def test_resuming_without_the_applications_handle_fails_clearly() -> None:
 
 
 def test_an_application_the_trigger_lost_track_of_fails_the_try_for_a_retry_to_ask_again() -> None:
-    from airflow_provider_finegrained.operators.spark_stage import REGION_FAILURE_KEY, StageFailedError
+    from airflow_provider_finegrained.execution.region_errors import StageFailedError
+    from airflow_provider_finegrained.operators.xcom_writes import REGION_FAILURE_KEY
 
     ti = RecordingTaskInstance()
     event = {"status": "unknown", "detail": "the master did not answer", "handle": HANDLE.to_dict(), "facts": {}}
