@@ -12,7 +12,6 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     Grant,
     acquire,
     capacity_source,
-    minimum_slots,
     region_request,
 )
 from airflow_provider_finegrained.execution.region_trace import CapacityRecord
@@ -20,6 +19,7 @@ from airflow_provider_finegrained.execution.warm_choice import Carrier
 from airflow_provider_finegrained.launchers.base import Launcher, LogLike
 from airflow_provider_finegrained.launchers.standalone.capacity import webui_text
 from airflow_provider_finegrained.planning import RegionSizing
+from airflow_provider_finegrained.planning.capacity import minimum_slots
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.settings import ConnectionSettings
