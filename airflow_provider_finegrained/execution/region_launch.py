@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from airflow_provider_finegrained.execution.reattach import ApplicationRecord
-from airflow_provider_finegrained.execution.region_context import RegionDeferral, RunFacts
+from airflow_provider_finegrained.execution.region_context import LiveLinkLike, RegionDeferral, RunFacts
 from airflow_provider_finegrained.execution.region_errors import SubmitTimeoutError, submit_timeout_message
 from airflow_provider_finegrained.launchers.base import (
     Launcher,
@@ -29,19 +28,11 @@ from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.settings.cluster import ClusterSettings
 from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
 
-__all__ = ["LiveLinkLike", "Submission"]
+__all__ = ["Submission"]
 
 
 class _Detach(Exception):
     """Raised from the output callback to stop following spark-submit once the application is named."""
-
-
-class LiveLinkLike(Protocol):
-    """Follows the application's output for the live Spark UI link (``operators.links.LiveLink``)."""
-
-    def on_line(self, line: str) -> None: ...
-
-    def on_application(self, application_id: str) -> None: ...
 
 
 @dataclass

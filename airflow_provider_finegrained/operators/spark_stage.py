@@ -6,7 +6,7 @@ runs the whole region as one Spark application; every other stage of the region 
 (log lines, XCom) from the region's results, so no stage's code runs twice.
 
 In cluster deploy mode the leader may defer while the region's application runs (``deferrable``), and a
-retried leader reattaches to the application an earlier try started (see ``operators.region_runner``).
+retried leader reattaches to the application an earlier try started (see ``execution.reattach``).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
     from airflow_provider_finegrained.execution.region_context import RunFacts
     from airflow_provider_finegrained.execution.region_outcome import RegionOutcome
+    from airflow_provider_finegrained.execution.region_sequence import RegionRunner
     from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
-    from airflow_provider_finegrained.operators.region_runner import RegionRunner
     from airflow_provider_finegrained.runtime.job import StageStatus
     from airflow_provider_finegrained.settings import ConnectionSettings
 
@@ -227,7 +227,8 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         resume: tuple[LaunchHandle, RunFacts, LaunchStatus] | None = None,
     ) -> dict[str, Any]:
         from airflow_provider_finegrained.execution.region_outcome import outcome_of
-        from airflow_provider_finegrained.operators.region_runner import RegionRunner
+        from airflow_provider_finegrained.execution.region_sequence import RegionRunner
+        from airflow_provider_finegrained.operators.task_report import TaskReport
 
         hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)
         settings = hook.get_settings()
@@ -237,6 +238,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             region,
             settings,
             context,
+            TaskReport(context),
             waited_since=(waited or {}).get("since"),
             storage_options=hook.storage_options(),
             deferrable=self.deferrable,

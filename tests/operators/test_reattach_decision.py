@@ -19,9 +19,10 @@ from airflow.sdk import DAG
 
 from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
 from airflow_provider_finegrained.execution.region_errors import ApplicationStatusUnknown
+from airflow_provider_finegrained.execution.region_sequence import RegionRunner
 from airflow_provider_finegrained.launchers.base import LaunchHandle
-from airflow_provider_finegrained.operators.region_runner import RegionRunner
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, dag_plan
+from airflow_provider_finegrained.operators.task_report import TaskReport
 from tests.launchers.test_remote import DRIVER_ID, HANDLE, FakeManager, manager, standalone_settings  # noqa: F401
 
 
@@ -57,7 +58,7 @@ def runner(manager: FakeManager, tmp_path: Path, store: Store | None) -> RegionR
     plan = dag_plan(dag)
     settings = standalone_settings(manager.url, storage_root=str(tmp_path))
     context = {"ti": TaskInstance(), "run_id": "run-1", "task_state_store": store}
-    return RegionRunner(stage, plan, plan.stages["only"].region, settings, context)
+    return RegionRunner(stage, plan, plan.stages["only"].region, settings, context, TaskReport(context))
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@
 A short sequence, one step each below: gather the stages' inputs, decide (pure, ``decide_region``),
 pick a launcher (the warm pool or the master URL's cluster manager), reserve capacity, launch, collect
 what the driver recorded, and publish each stage's trace (built once) where the region's other tasks
-find it. Which cluster manager is in use is the launcher's business only.
+find it. Which cluster manager is in use is the launcher's business only. The run writes no XCom: the
+leader's task hears of it through a ``RunReport`` (``operators.task_report``), and maps how it ended
+(``execution.region_outcome``) to publish, defer or raise.
 
 In cluster deploy mode the application outlives the task on purpose: its handle goes to the task state
 store as soon as the cluster manager has named it, a retried leader reattaches to it instead of
@@ -32,6 +34,7 @@ from airflow_provider_finegrained.execution.region_context import (
     RegionDeferral,
     RunContext,
     RunFacts,
+    RunReport,
     Succeeded,
     member_context,
 )
@@ -50,9 +53,6 @@ from airflow_provider_finegrained.execution.warm_choice import Carrier, choose_c
 from airflow_provider_finegrained.launchers.base import Launcher, LaunchHandle, LaunchResult, LaunchSpec, LaunchStatus
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
-from airflow_provider_finegrained.operators.lineage import parent_job_spark_conf
-from airflow_provider_finegrained.operators.links import LiveLink
-from airflow_provider_finegrained.operators.xcom_writes import push_region_info
 from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, ParallelismConfig
 from airflow_provider_finegrained.planning.capacity import CapacityOutcome
 from airflow_provider_finegrained.runtime.job import StageStatus
@@ -79,6 +79,7 @@ class RegionRunner:
         region: str,
         settings: ConnectionSettings,
         context: Mapping[str, Any],
+        report: RunReport,
         waited_since: float | None = None,
         storage_options: dict[str, Any] | None = None,
         deferrable: bool = False,
@@ -90,6 +91,7 @@ class RegionRunner:
         self.members: list[str] = list(plan.regions[region])
         self.settings = settings
         self.run = RunContext.of(context)
+        self.report = report
         self.dag = leader.dag
         self.waited_since = waited_since
         # The leader is the running (rendered) task object; the other members come from the DAG and
@@ -370,17 +372,17 @@ class RegionRunner:
             spark_hadoop_conf(scheme_of(self.settings.storage_root), self.storage_options),
         )
         # Spark's OpenLineage listener (when the user has it) links its events to the leader's task.
-        conf = conf | parent_job_spark_conf(self.run.raw, conf)
+        conf = conf | self.report.lineage_conf(conf)
         return with_python_env(self.settings, self.storage_options, launcher, conf, self.log, self.region)
 
     def push_region_info(self, try_number: int) -> None:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""
-        push_region_info(self.run.ti, self.region, self.folder.path, self.leader.task_id, try_number, self.members)
+        self.report.region_info(self.region, self.folder.path, self.leader.task_id, try_number, self.members)
 
     def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult:
         if self._killed:
             raise RuntimeError(f"region {self.region} was killed before it was submitted")
-        live = LiveLink(self.run.ti, launcher.ui_links)  # the Spark UI link, while the application runs
+        live = self.report.live_link(launcher.ui_links)  # the Spark UI link, while the application runs
         return self.submission.launch(launcher, spec, facts, live, self.folder.path, self.run.try_number)
 
     # ------------------------------------------------------------------ 6. collect and publish
