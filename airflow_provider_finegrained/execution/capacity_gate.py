@@ -319,8 +319,3 @@ def _decide(
     if decision.outcome is CapacityOutcome.WAIT:
         raise CapacityWait(f"{decision.message} ({capacity.source})", request)
     return decision
-
-
-def minimum_slots(stage_minimums: Mapping[str, int], min_slots: int | None, planned_slots: int) -> int:
-    """The fewest slots a region may run with: its stages' minimum parallelism and the connection's min_slots."""
-    return max(1, min(planned_slots, max([*stage_minimums.values(), min_slots or 0])))

@@ -324,7 +324,7 @@ class Check(NamedTuple):
 def connection_checks(settings: ConnectionSettings, storage: Check | None = None) -> list[Check]:
     """Every check of a parsed connection: settings, Java, the master, ``storage`` (the hook probes it), the
     history server, the warm pool."""
-    from airflow_provider_finegrained.execution.capacity_gate import minimum_slots
+    from airflow_provider_finegrained.planning.capacity import minimum_slots
 
     least_slots = minimum_slots(
         {"min_parallelism": settings.min_parallelism}, settings.min_slots, settings.cluster_profile().total_cores

@@ -26,6 +26,8 @@ from airflow_provider_finegrained.launchers.links import (
     public_url,
     serves,
 )
+from airflow_provider_finegrained.operators import xcom_writes
+from airflow_provider_finegrained.operators.xcom_writes import SPARK_UI_KEY
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.settings import ConnectionSettings
@@ -43,8 +45,6 @@ __all__ = [
     "spark_ui_targets",
 ]
 
-SPARK_UI_KEY = "finegrained_spark_ui"
-"""XCom of every stage: its application id and the URLs the link chooses from (:class:`SparkUITargets`)."""
 
 UITargetsFor = Callable[[str | None, str | None], SparkUITargets]
 """``(application_id, driver_ui_url) -> SparkUITargets``: a launcher's ``ui_links``."""
@@ -73,10 +73,7 @@ class SparkUILink(BaseOperatorLink):
 
 def push_live_link(ti: Any, targets: SparkUITargets) -> None:
     """Store the live target as the link's XCom while the application runs (finalize replaces it)."""
-    ti.xcom_push(key=SPARK_UI_KEY, value=targets.to_xcom())
-    link = targets.live_target()
-    if link:
-        ti.xcom_push(key=SparkUILink().xcom_key, value=link)
+    xcom_writes.push_live_link(ti, targets, SparkUILink().xcom_key)
 
 
 class LiveLink:

@@ -6,12 +6,11 @@ runs the whole region as one Spark application; every other stage of the region 
 (log lines, XCom) from the region's results, so no stage's code runs twice.
 
 In cluster deploy mode the leader may defer while the region's application runs (``deferrable``), and a
-retried leader reattaches to the application an earlier try started (see ``operators.region_runner``).
+retried leader reattaches to the application an earlier try started (see ``execution.reattach``).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -19,56 +18,38 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_finegrained.contract import OUTPUT_KEY, PLAN_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
+from airflow_provider_finegrained.contract import REGION_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.dags.declaration import StageDeclarationMixin
-from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
+from airflow_provider_finegrained.execution.region_errors import StageFailedError, submit_timeout_message
 from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
 from airflow_provider_finegrained.operators.assets import asset_event_extra
 from airflow_provider_finegrained.operators.assets import output_asset as output_asset_of
 from airflow_provider_finegrained.operators.lineage import LineageMixin
-from airflow_provider_finegrained.operators.links import SPARK_UI_KEY, SparkUILink, SparkUITargets, spark_ui_targets
+from airflow_provider_finegrained.operators.links import SparkUILink, SparkUITargets, spark_ui_targets
+from airflow_provider_finegrained.operators.region_member import check_leader
+from airflow_provider_finegrained.operators.stage_plan import dag_plan, default_deferrable
+from airflow_provider_finegrained.operators.trace_text import format_trace
+from airflow_provider_finegrained.operators.xcom_writes import (
+    push_plan,
+    push_region_failure,
+    push_spark_ui,
+    push_stage_result,
+)
 from airflow_provider_finegrained.planning import DagPlan, ResourceSpec
 from airflow_provider_finegrained.planning.render import plan_to_dict
-from airflow_provider_finegrained.planning.units import format_bytes
 
 if TYPE_CHECKING:
     from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
+    from airflow_provider_finegrained.execution.region_context import RunFacts
+    from airflow_provider_finegrained.execution.region_outcome import RegionOutcome
+    from airflow_provider_finegrained.execution.region_sequence import RegionRunner
     from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
-    from airflow_provider_finegrained.operators.region_context import RegionDeferral, RunFacts
-    from airflow_provider_finegrained.operators.region_runner import RegionRunner
     from airflow_provider_finegrained.runtime.job import StageStatus
     from airflow_provider_finegrained.settings import ConnectionSettings
 
 OUTPUT_FORMATS = ("parquet", "orc")
-REGION_FAILURE_KEY = "finegrained_region_failure"
-"""XCom the leader pushes when its region fails: the stage that broke and why, for the region's other tasks."""
 APPLICATION_POLL_S = 5.0
 """How often the trigger of a deferred leader asks the cluster manager about the region's application."""
-_PLAN_CACHE: dict[int, DagPlan] = {}
-_PLAN_LOCK = threading.Lock()
-
-
-class StageFailedError(RuntimeError):
-    """A stage of a region failed; the message names the stage that broke."""
-
-
-def default_deferrable() -> bool:
-    """``[finegrained] default_deferrable``, else Airflow's ``[operators] default_deferrable``; False when unset."""
-    from airflow.sdk.configuration import conf
-
-    fallback = conf.getboolean("operators", "default_deferrable", fallback=False)
-    return bool(conf.getboolean("finegrained", "default_deferrable", fallback=fallback))
-
-
-def dag_plan(dag: Any) -> DagPlan:
-    """The DAG's parse-time plan, computed once per DAG object in this process."""
-    from airflow_provider_finegrained.dags.reader import read_dag
-
-    with _PLAN_LOCK:
-        plan = _PLAN_CACHE.get(id(dag))
-        if plan is None or plan.dag_id != dag.dag_id:
-            plan = _PLAN_CACHE[id(dag)] = read_dag(dag)
-        return plan
 
 
 class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
@@ -181,10 +162,10 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = dag_plan(self.dag)
         # Pushed first, so the UI draws the DAG's regions even for a run whose stages failed.
-        context["ti"].xcom_push(key=PLAN_KEY, value=plan_to_dict(plan))
+        push_plan(context["ti"], plan_to_dict(plan))
         # A link target with no application until one is known: the Spark UI link is looked up when the task
         # ends, and a missing XCom is logged as an error (noise in the log of a stage that failed early).
-        context["ti"].xcom_push(key=SPARK_UI_KEY, value=SparkUITargets(None).to_xcom())
+        push_spark_ui(context["ti"], SparkUITargets(None))
         region = plan.stages[self.task_id].region
         leader = plan.regions[region][0]
         if self.task_id != leader:
@@ -211,8 +192,8 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
 
     def execute_complete(self, context: Any, event: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Back from following the region's application in the triggerer: collect and publish its results."""
+        from airflow_provider_finegrained.execution.region_context import RunFacts
         from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchStatus
-        from airflow_provider_finegrained.operators.region_context import RunFacts
 
         event = event or {}
         try:
@@ -223,8 +204,6 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         plan = dag_plan(self.dag)
         region = plan.stages[self.task_id].region
         if state == "timeout":
-            from airflow_provider_finegrained.operators.region_runner import submit_timeout_message
-
             message = submit_timeout_message(self.task_id, region, plan.regions[region], self.submit_timeout, detail)
             self._record_region_failure(context, None, message)
             raise StageFailedError(message)
@@ -247,9 +226,9 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         waited: Mapping[str, float] | None,
         resume: tuple[LaunchHandle, RunFacts, LaunchStatus] | None = None,
     ) -> dict[str, Any]:
-        from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
-        from airflow_provider_finegrained.operators.region_context import RegionDeferral
-        from airflow_provider_finegrained.operators.region_runner import RegionRunner
+        from airflow_provider_finegrained.execution.region_outcome import outcome_of
+        from airflow_provider_finegrained.execution.region_sequence import RegionRunner
+        from airflow_provider_finegrained.operators.task_report import TaskReport
 
         hook = FineGrainedSparkHook(self.finegrained_spark_conn_id)
         settings = hook.get_settings()
@@ -259,30 +238,46 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             region,
             settings,
             context,
+            TaskReport(context),
             waited_since=(waited or {}).get("since"),
             storage_options=hook.storage_options(),
             deferrable=self.deferrable,
         )
         self._process = runner
         try:
-            outcome = runner.execute() if resume is None else runner.follow(*resume)
-        except CapacityImpossible as exc:
-            self._record_region_failure(context, runner, str(exc))
-            raise AirflowFailException(str(exc)) from None  # retrying cannot make a worker larger
-        except CapacityWait as exc:
-            self._defer_for_capacity(settings, exc, waited)
-        except RegionDeferral as deferral:
-            self._defer_for_application(settings, deferral)
-        except Exception as exc:
-            self._record_region_failure(context, runner, str(exc))
-            raise
+            outcome = outcome_of(runner.execute if resume is None else lambda: runner.follow(*resume))
         finally:
             self._process = None
             # Also for a failed region: its application's UI is where to look for why.
             self._push_spark_ui(context, settings, runner.statuses.get(self.task_id))
-        return self._publish(
-            context, outcome.records[self.task_id], outcome.traces[self.task_id], runner.log_lines(self.task_id)
+        return self._act_on(context, settings, runner, outcome, waited)
+
+    def _act_on(
+        self,
+        context: Any,
+        settings: ConnectionSettings,
+        runner: RegionRunner,
+        outcome: RegionOutcome,
+        waited: Mapping[str, float] | None,
+    ) -> dict[str, Any]:
+        """The region's outcome as the task's: publish, defer (for capacity or to the trigger) or fail."""
+        from airflow_provider_finegrained.execution.region_outcome import (
+            AwaitApplication,
+            AwaitCapacity,
+            Failed,
         )
+
+        if isinstance(outcome, AwaitCapacity):
+            self._defer_for_capacity(settings, outcome.wait, waited)
+        if isinstance(outcome, AwaitApplication):
+            self._defer_for_application(settings, outcome.handle, outcome.facts)
+        if isinstance(outcome, Failed):
+            self._record_region_failure(context, runner, str(outcome.error))
+            if outcome.final:
+                raise AirflowFailException(str(outcome.error)) from None  # retrying cannot make a worker larger
+            raise outcome.error
+        lines = runner.log_lines(self.task_id)
+        return self._publish(context, outcome.records[self.task_id], outcome.traces[self.task_id], lines)
 
     def _defer_for_capacity(
         self, settings: ConnectionSettings, wait: CapacityWait, waited: Mapping[str, float] | None
@@ -313,15 +308,15 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             kwargs={"waited": {"since": since, "deadline": deadline}},
         )
 
-    def _defer_for_application(self, settings: ConnectionSettings, deferral: RegionDeferral) -> NoReturn:
+    def _defer_for_application(self, settings: ConnectionSettings, handle: LaunchHandle, facts: RunFacts) -> NoReturn:
         from airflow_provider_finegrained.triggers.region_application import RegionApplicationTrigger
         from airflow_provider_finegrained.triggers.settle import not_before
 
         self.defer(
             trigger=RegionApplicationTrigger(
                 conn_id=self.finegrained_spark_conn_id,
-                handle=deferral.handle.to_dict(),
-                facts=deferral.facts.to_dict(),
+                handle=handle.to_dict(),
+                facts=facts.to_dict(),
                 poll_interval=APPLICATION_POLL_S,
                 not_before=not_before(settings.trigger_min_wait),
                 submit_timeout=self.submit_timeout,
@@ -336,13 +331,11 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             spark_ui = None
             if runner is not None and failed is not None and failed.application_id:
                 spark_ui = spark_ui_targets(runner.settings, failed.application_id).to_xcom()
-            context["ti"].xcom_push(
-                key=REGION_FAILURE_KEY,
-                value={
-                    "stage": failed.stage if failed else self.task_id,
-                    "error": ((failed.error if failed else None) or message).splitlines()[0][:500],
-                    "spark_ui": spark_ui,
-                },
+            push_region_failure(
+                context["ti"],
+                failed.stage if failed else self.task_id,
+                ((failed.error if failed else None) or message).splitlines()[0][:500],
+                spark_ui,
             )
         except Exception as exc:  # never hide the region's own failure behind this note's
             self.log.warning("Could not record the region's failure for its other stages: %s", exc)
@@ -353,38 +346,11 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             self.log.info("Task killed: stopping the Spark application and every process it started")
             runner.kill()
 
-    def _check_leader(self, context: Any, region: str, leader: str) -> None:
-        """Fail with one message naming the stage that broke and the leader when the region did not succeed.
-
-        Asked of Airflow before any XCom is pulled: pulling the results of a leader that failed would only add
-        "XCom not found" errors to this task's log.
-        """
-        ti = context["ti"]
-        run_id = str(context["run_id"])
-        states = ti.get_task_states(dag_id=self.dag_id, task_ids=[leader], run_ids=[run_id])
-        state = (states.get(run_id) or {}).get(leader)
-        if state == "success":
-            return
-        ran = f"stage {self.task_id!r} did not run: it belongs to region {region}, whose Spark application is run by"
-        if state == "failed":
-            failure = ti.xcom_pull(task_ids=leader, key=REGION_FAILURE_KEY) or {}
-            stage = failure.get("stage", leader)
-            if failure.get("spark_ui"):  # the failed application's UI is where to look for why
-                ti.xcom_push(key=SPARK_UI_KEY, value=failure["spark_ui"])
-            raise StageFailedError(
-                f"{ran} its leader {leader!r}, and the region failed in stage {stage!r}: "
-                f"{failure.get('error', 'see the log of ' + repr(leader))}"
-            )
-        raise StageFailedError(
-            f"{ran} its leader {leader!r}, which is {state or 'not run'}; it publishes the region's results "
-            f"when it succeeds (run {leader!r} first)"
-        )
-
     def _report_from_region(self, context: Any, region: str, leader: str) -> dict[str, Any]:
         from airflow_provider_finegrained.runtime.job import StageStatus, read_json, status_path, trace_path
 
         ti = context["ti"]
-        self._check_leader(context, region, leader)
+        check_leader(context, self.dag_id, self.task_id, region, leader)
         region_info = ti.xcom_pull(task_ids=leader, key=REGION_KEY)
         if not region_info:
             raise StageFailedError(
@@ -410,97 +376,15 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
             return
         # ui_url: the driver's spark.sparkContext.uiWebUrl, once the region's driver records it.
         targets = spark_ui_targets(settings, status.application_id, status.ui_url)
-        context["ti"].xcom_push(key=SPARK_UI_KEY, value=targets.to_xcom())
+        push_spark_ui(context["ti"], targets)
 
     def _publish(self, context: Any, record: OutputRecord, trace: StageTrace, lines: Sequence[str]) -> dict[str, Any]:
         for line in lines:
             self.log.info("%s", line)
         self.log.info("%s", format_trace(trace, record))
         ti = context["ti"]
-        ti.xcom_push(key=TRACE_KEY, value=trace.to_xcom())
-        value = record.to_xcom()
-        ti.xcom_push(key=OUTPUT_KEY, value=value)
+        value = push_stage_result(ti, record, trace)
         self.remember_lineage(ti, value, trace.to_xcom())
         if self.output_asset is not None and record.committed:
             context["outlet_events"][self.output_asset].extra = asset_event_extra(value)
         return value
-
-
-def format_trace(trace: StageTrace, record: OutputRecord) -> str:
-    """The decision trace as a short table for the task log."""
-    consumed = ", ".join(
-        f"{name} {format_bytes(size)}" + (" (broadcast)" if name in trace.broadcast_inputs else "")
-        for name, size in trace.consumed_bytes.items()
-    )
-    config = trace.config
-    output = (
-        "handed over in memory only"
-        if record.in_memory_only
-        else f"{record.rows} rows, {format_bytes(record.total_bytes)} in {len(record.partition_bytes)} files"
-    )
-    rows = [
-        ("region", f"{trace.region} (slot sharing group {trace.slot_sharing_group}, leader {trace.region_leader})"),
-        ("consumed", consumed or "nothing (source)"),
-        (
-            "config",
-            f"min {config.get('min_parallelism')}, max {config.get('max_parallelism')}, "
-            f"{format_bytes(config.get('avg_bytes_per_task', 0))} per task, "
-            f"broadcast ratio {config.get('max_broadcast_ratio')}",
-        ),
-        ("decided", f"{trace.decided_parallelism} ({trace.rule}; computed {trace.computed_parallelism})"),
-        # What sizing set (shuffle partitions, input split size), not what Spark ran: a source with no input
-        # to split (spark.range, a small file) runs as many tasks as its own plan makes; "spark ran" says those.
-        (
-            "planned",
-            f"{trace.parallelism} tasks in {trace.waves} wave(s)"
-            + (f"; {'; '.join(trace.sizing_notes)}" if trace.sizing_notes else ""),
-        ),
-        (
-            "executors",
-            f"{trace.executors} x {trace.executor_cores} cores, {format_bytes(trace.executor_memory)} "
-            f"(+{format_bytes(trace.memory_overhead)} overhead), spark.memory.fraction "
-            f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}"
-            + (f"; {lifecycle}" if (lifecycle := lifecycle_text(trace.spark_conf)) else ""),
-        ),
-        ("capacity", _capacity_line(trace.capacity)),
-        ("carrier", _execution_line(trace.execution)),
-        ("spark ran", _tasks_line(trace.spark_tasks)),
-        ("output", output),
-        ("application", trace.application_id or "-"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join([f"Decision trace for stage {trace.stage}:", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
-
-
-def _execution_line(execution: Mapping[str, Any]) -> str:
-    if not execution:
-        return "-"
-    if execution.get("mode") == "warm":
-        where = f"warm pool {execution.get('pool')}, session {execution.get('session', '-')}"
-        return f"{where}: {execution.get('reason', '')}"
-    return f"an application of its own: {execution.get('reason', '')}"
-
-
-def _capacity_line(capacity: Mapping[str, Any]) -> str:
-    if not capacity:
-        return "-"
-    waited = f" ({capacity['waited_s']:g} s)" if capacity.get("waited_s") else ""
-    return f"{capacity.get('outcome')}{waited}: {capacity.get('message')}"
-
-
-def _tasks_line(spark_tasks: Mapping[str, Any] | None) -> str:
-    """Spark's own count of the stage's tasks, and the spread over executors of its widest Spark stage."""
-    if not spark_tasks:
-        return "- (no task report from Spark)"
-    from airflow_provider_finegrained.runtime.spark_status import StageTaskReport, task_spread
-
-    report = StageTaskReport.from_dict(spark_tasks)
-    ran = [s for s in report.spark_stages if s.status != "SKIPPED"]
-    if not ran:
-        return f"no Spark tasks on {len(report.executors)} executor(s)"
-    widest = max(ran, key=lambda s: s.tasks)
-    fewest, most = task_spread(report, widest)
-    return (
-        f"{report.total_tasks} tasks in {len(ran)} Spark stage(s) on {len(report.executors)} executor(s); widest "
-        f"({widest.tasks} tasks): {fewest}-{most} per executor"
-    )

@@ -9,7 +9,7 @@ ask for all it wants and wait there for what is not free (:func:`queue_capacity`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -277,3 +277,8 @@ def check_resource_stability(bounds: ResourceBounds, worker: WorkerShape) -> tup
 
 def _show(name: str, value: float) -> str:
     return format_bytes(value) if name == "memory" else f"{value:g}"
+
+
+def minimum_slots(stage_minimums: Mapping[str, int], min_slots: int | None, planned_slots: int) -> int:
+    """The fewest slots a region may run with: its stages' minimum parallelism and the connection's min_slots."""
+    return max(1, min(planned_slots, max([*stage_minimums.values(), min_slots or 0])))

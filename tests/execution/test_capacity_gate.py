@@ -16,10 +16,10 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     CapacitySource,
     CapacityWait,
     acquire,
-    minimum_slots,
     reduced_profile,
 )
 from airflow_provider_finegrained.planning import CapacityOutcome, ClusterProfile, ExecutorRequest
+from airflow_provider_finegrained.planning.capacity import minimum_slots
 from airflow_provider_finegrained.storage.filesystem import list_files, remove
 from tests.conftest import S3_BUCKET, s3_options
 from tests.execution.test_executor_lifecycle import sizing

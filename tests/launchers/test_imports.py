@@ -44,7 +44,7 @@ def test_the_region_run_modules_import_alone() -> None:
         "execution.region_folder",
         "execution.region_job",
         "execution.capacity_gate",
-        "operators.region_runner",
+        "execution.region_sequence",
     ]
     for module in modules:
         done = subprocess.run(

@@ -17,13 +17,12 @@ import pendulum
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
+from airflow_provider_finegrained.execution.region_errors import ApplicationStatusUnknown
+from airflow_provider_finegrained.execution.region_sequence import RegionRunner
 from airflow_provider_finegrained.launchers.base import LaunchHandle
-from airflow_provider_finegrained.operators.region_runner import (
-    APPLICATION_KEY,
-    ApplicationStatusUnknown,
-    RegionRunner,
-)
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, dag_plan
+from airflow_provider_finegrained.operators.task_report import TaskReport
 from tests.launchers.test_remote import DRIVER_ID, HANDLE, FakeManager, manager, standalone_settings  # noqa: F401
 
 
@@ -59,7 +58,7 @@ def runner(manager: FakeManager, tmp_path: Path, store: Store | None) -> RegionR
     plan = dag_plan(dag)
     settings = standalone_settings(manager.url, storage_root=str(tmp_path))
     context = {"ti": TaskInstance(), "run_id": "run-1", "task_state_store": store}
-    return RegionRunner(stage, plan, plan.stages["only"].region, settings, context)
+    return RegionRunner(stage, plan, plan.stages["only"].region, settings, context, TaskReport(context))
 
 
 @pytest.mark.parametrize(
@@ -81,7 +80,7 @@ def test_reattaches_only_to_an_application_running_or_finished_well(
 ) -> None:
     if driver_state is not None:
         manager.drivers[DRIVER_ID] = driver_state
-    found = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()})).prior_application()
+    found = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()})).record.prior_application()
     if reattaches:
         assert found is not None
         handle, status = found
@@ -110,8 +109,8 @@ def test_unknown_application_status_at_reattach_is_asked_again_not_taken_as_gone
 ) -> None:
     manager.drivers = Answers(unknown, unknown, "RUNNING")
     run = runner(manager, tmp_path, Store(**{APPLICATION_KEY: HANDLE.to_dict()}))
-    run.unknown_poll_s = 0.0  # the bound is what matters here, not the pace
-    found = run.prior_application()
+    run.record.unknown_poll_s = 0.0  # the bound is what matters here, not the pace
+    found = run.record.prior_application()
     assert found is not None
     handle, status = found
     assert (handle, status.state) == (HANDLE, "running")
@@ -127,13 +126,13 @@ def test_an_application_still_unknown_fails_the_try_instead_of_submitting_again(
     manager.drivers = Answers(unknown)
     store = Store(**{APPLICATION_KEY: HANDLE.to_dict()})
     run = runner(manager, tmp_path, store)
-    run.unknown_wait_s = 0.0  # asked once: the bound's end
+    run.record.unknown_wait_s = 0.0  # asked once: the bound's end
     message = (
         f"region {run.region} (stages only): cannot tell whether application {DRIVER_ID}, submitted by try 1, still "
         "runs on spark://127.0.0.1:7077: "
     )
     with pytest.raises(ApplicationStatusUnknown, match=re.escape(message)) as raised:
-        run.prior_application()
+        run.record.prior_application()
     assert "not submitting again, which could run two applications of this region side by side" in str(raised.value)
     assert (
         f"delete the task state key {APPLICATION_KEY!r} of task 'only' (DELETE /api/v2/dags/reattach_decision/"
@@ -158,17 +157,17 @@ def test_nothing_to_reattach_to_submits_anew(
 ) -> None:
     manager.drivers[DRIVER_ID] = "RUNNING"
     store = Store() if stored is None else Store(**{APPLICATION_KEY: stored})
-    assert runner(manager, tmp_path, store).prior_application() is None
+    assert runner(manager, tmp_path, store).record.prior_application() is None
     assert manager.requests == []  # nothing worth asking the master about
 
 
 def test_without_a_task_state_store_nothing_is_remembered(manager: FakeManager, tmp_path: Path) -> None:  # noqa: F811
     run = runner(manager, tmp_path, None)
-    assert run.prior_application() is None
-    run.remember(HANDLE)  # logs that a retry cannot reattach; nothing to write to
+    assert run.record.prior_application() is None
+    run.record.remember(HANDLE)  # logs that a retry cannot reattach; nothing to write to
     store = Store()
     run = runner(manager, tmp_path, store)
-    run.remember(HANDLE)
+    run.record.remember(HANDLE)
     assert LaunchHandle.from_dict(store.values[APPLICATION_KEY]) == HANDLE
     run.forget()
     assert store.values == {}
@@ -195,7 +194,8 @@ def test_resuming_without_the_applications_handle_fails_clearly() -> None:
 
 
 def test_an_application_the_trigger_lost_track_of_fails_the_try_for_a_retry_to_ask_again() -> None:
-    from airflow_provider_finegrained.operators.spark_stage import REGION_FAILURE_KEY, StageFailedError
+    from airflow_provider_finegrained.execution.region_errors import StageFailedError
+    from airflow_provider_finegrained.operators.xcom_writes import REGION_FAILURE_KEY
 
     ti = RecordingTaskInstance()
     event = {"status": "unknown", "detail": "the master did not answer", "handle": HANDLE.to_dict(), "facts": {}}
@@ -243,8 +243,7 @@ def test_a_superseded_try_leaves_the_application_its_retry_follows_running(
     store = Store(**{APPLICATION_KEY: handle.to_dict()})
     if follower is not None:
         retry = runner(manager, tmp_path, store)  # TaskInstance.try_number is 2
-        retry.run = dataclasses.replace(retry.run, try_number=follower)
-        retry.adopt(handle)
+        dataclasses.replace(retry.record, try_number=follower).adopt(handle)
     store.get = None  # type: ignore[assignment,method-assign]  # a task being stopped may not reach Airflow's API
     first = runner(manager, tmp_path, store)
     first._handle, launcher = handle, Launcher()  # what try 1 submitted and launched

@@ -17,11 +17,14 @@ import pendulum
 import pytest
 from airflow.sdk import DAG
 
+from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
+from airflow_provider_finegrained.execution.region_context import RunFacts
+from airflow_provider_finegrained.execution.region_errors import SubmitTimeoutError
+from airflow_provider_finegrained.execution.region_sequence import RegionRunner
 from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.yarn.launcher import YarnLauncher
-from airflow_provider_finegrained.operators.region_context import RunFacts
-from airflow_provider_finegrained.operators.region_runner import APPLICATION_KEY, RegionRunner, SubmitTimeoutError
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, StageFailedError, dag_plan
+from airflow_provider_finegrained.operators.task_report import TaskReport
 from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.launchers.test_launchers import APP_ID, spark_home_with_submit
 from tests.launchers.test_remote import HANDLE, FakeManager, manager  # noqa: F401
@@ -53,7 +56,7 @@ def test_submit_timeout_in_cluster_mode_kills_an_application_never_accepted(
     plan = dag_plan(leader.dag)
     store = Store()
     context = {"ti": RecordingTaskInstance(), "run_id": "run-1", "task_state_store": store}
-    runner = RegionRunner(leader, plan, plan.stages["only"].region, settings, context)
+    runner = RegionRunner(leader, plan, plan.stages["only"].region, settings, context, TaskReport(context))
     spec = LaunchSpec(runner.region, runner.app_name, str(tmp_path / "job.json"), timeout_s=leader.submit_timeout)
     with pytest.raises(SubmitTimeoutError) as raised:
         runner.launch(YarnLauncher(settings), spec, RunFacts({"mode": "cold"}))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_finegrained.contract import OutputRecord, StageTrace
-from airflow_provider_finegrained.operators.spark_stage import format_trace
+from airflow_provider_finegrained.operators.trace_text import format_trace
 from airflow_provider_finegrained.runtime.spark_status import SparkStageTasks, StageTaskReport
 
 

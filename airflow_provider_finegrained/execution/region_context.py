@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -12,11 +12,13 @@ from airflow_provider_finegrained.launchers.base import LaunchHandle, LogLike
 
 __all__ = [
     "LeaderLike",
+    "LiveLinkLike",
     "RegionDeferral",
-    "RegionOutcome",
     "RunContext",
     "RunFacts",
+    "RunReport",
     "StateStoreLike",
+    "Succeeded",
     "TaskInstanceLike",
     "member_context",
 ]
@@ -56,6 +58,24 @@ class LeaderLike(StageTaskLike, Protocol):
 
     @property
     def submit_timeout(self) -> float | None: ...
+
+
+class LiveLinkLike(Protocol):
+    """Follows the application's output for the live Spark UI link (``operators.links.LiveLink``)."""
+
+    def on_line(self, line: str) -> None: ...
+
+    def on_application(self, application_id: str) -> None: ...
+
+
+class RunReport(Protocol):
+    """What the run reports to its leader's task while it runs (``operators.task_report.TaskReport``)."""
+
+    def live_link(self, ui_links: Callable[[str | None, str | None], Any]) -> LiveLinkLike: ...
+
+    def region_info(self, region: str, folder: str, leader: str, try_number: int, stages: Sequence[str]) -> None: ...
+
+    def lineage_conf(self, conf: Mapping[str, str]) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -119,8 +139,8 @@ def _member_ti(leader_ti: Any, task: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class RegionOutcome:
-    """What the leader publishes: each stage's committed output (stages that succeeded) and trace."""
+class Succeeded:
+    """The region ran: what the leader publishes, each stage's committed output (stages that succeeded) and trace."""
 
     records: dict[str, OutputRecord]
     traces: dict[str, StageTrace]

@@ -1,0 +1,27 @@
+"""The errors a region run ends with, apart from the operator (which maps them to a task failure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["ApplicationStatusUnknown", "StageFailedError", "SubmitTimeoutError", "submit_timeout_message"]
+
+
+class StageFailedError(RuntimeError):
+    """A stage of a region failed; the message names the stage that broke."""
+
+
+class ApplicationStatusUnknown(RuntimeError):
+    """The stored application of an earlier try may still run: the leader neither reattaches nor submits."""
+
+
+class SubmitTimeoutError(RuntimeError):
+    """The region's application did not end within its leader's ``submit_timeout``; it was killed."""
+
+
+def submit_timeout_message(leader: str, region: str, members: Sequence[str], timeout_s: float | None, what: str) -> str:
+    """The error of a region whose application outlived its leader's ``submit_timeout`` (any path, any mode)."""
+    return (
+        f"stage {leader!r}: region {region} (stages {', '.join(members)}) did not end within submit_timeout "
+        f"({timeout_s or 0:g} s after its submission): {what}"
+    )
