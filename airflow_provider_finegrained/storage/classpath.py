@@ -124,7 +124,8 @@ def missing_filesystem(
     if have is None:
         return (
             f"Spark's classpath has no filesystem for {spark_scheme}:// ({connector.name}); add "
-            f"--packages {wanted} (spark.jars.packages in spark_conf) or put its jar into SPARK_HOME/jars"
+            f"--packages {wanted} (spark.jars.packages in spark_conf), put its jar into SPARK_HOME/jars, or name it "
+            "in both spark.driver.extraClassPath and spark.executor.extraClassPath"
             + (f" {connector.note}" if connector.note else "")
         )
     if connector.versioned_with_hadoop and have and hadoop and have != hadoop:
@@ -144,6 +145,18 @@ def spark_jars(spark_home: str) -> list[str]:
         raise StorageConfigError(f"cannot list Spark's jars in {folder}: {exc}") from exc
 
 
+def _class_path_jars(class_path: str) -> set[str]:
+    """The jar file names a JVM class path names: ``dir/x.jar`` entries, and the jars of ``dir/*`` entries."""
+    found: set[str] = set()
+    for entry in class_path.split(os.pathsep):
+        entry = entry.strip()
+        if entry.endswith(".jar"):
+            found.add(os.path.basename(entry))
+        elif entry.endswith("*") and os.path.isdir(entry.rstrip("*")):
+            found.update(name for name in os.listdir(entry.rstrip("*")) if name.endswith(".jar"))
+    return found
+
+
 def check_spark_filesystem(location: str, spark_home: str, spark_conf: Mapping[str, str] | None = None) -> None:
     """Fail before any work when the Spark at ``spark_home`` (with ``spark_conf``) cannot reach ``location``.
 
@@ -152,6 +165,11 @@ def check_spark_filesystem(location: str, spark_home: str, spark_conf: Mapping[s
     conf = dict(spark_conf or {})
     scheme = scheme_of(spark_uri(location))
     jars = spark_jars(spark_home) + [os.path.basename(j) for j in conf.get("spark.jars", "").split(",") if j.strip()]
+    # A jar on the extra class path counts where both the driver and the executors have it (nothing is copied).
+    driver, executor = (
+        _class_path_jars(conf.get(f"spark.{side}.extraClassPath", "")) for side in ("driver", "executor")
+    )
+    jars += sorted(driver & executor)
     packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p.strip()]
     configured = [
         key.removeprefix("spark.hadoop.fs.").removesuffix(".impl")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +85,12 @@ def test_the_installed_pyspark_lacks_s3a_and_says_which_package_to_add() -> None
     check_spark_filesystem("s3://bucket/fg", home, {"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.5.0"})
     check_spark_filesystem("s3a://bucket/fg", home, {"spark.jars": "/opt/jars/hadoop-aws-3.5.0.jar,/opt/b.jar"})
     check_spark_filesystem("oss://bucket/fg", home, {"spark.hadoop.fs.oss.impl": "com.example.OssFileSystem"})
+    # On the class path of both the driver and the executors (what copies nothing to the workers' disks).
+    both = "/opt/jars/hadoop-aws-3.5.0.jar:/opt/jars/bundle-2.35.4.jar"
+    conf = {"spark.driver.extraClassPath": both, "spark.executor.extraClassPath": both}
+    check_spark_filesystem("s3://bucket/fg", home, conf)
+    with pytest.raises(StorageConfigError, match=r"spark\.driver\.extraClassPath and spark\.executor\.extraClassPath"):
+        check_spark_filesystem("s3://bucket/fg", home, {"spark.driver.extraClassPath": both})  # executors lack it
     with pytest.raises(StorageConfigError, match="cannot list Spark's jars"):
         spark_jars("/nonexistent/spark")
 
@@ -108,3 +115,14 @@ def test_s3a_jars_resolves_hadoop_aws_at_the_given_hadoop_version(monkeypatch: p
     for scheme in ("gs", "hdfs", "oss"):  # not versioned with Hadoop, bundled, unknown
         with pytest.raises(StorageConfigError, match=f"for {scheme}://"):
             connector_jars(scheme, "3.5.0")
+
+
+def test_a_class_path_folder_counts_the_jars_in_it(tmp_path: Path) -> None:
+    spec = find_spec("pyspark")
+    assert spec is not None and spec.submodule_search_locations
+    home = spec.submodule_search_locations[0]
+    (tmp_path / "hadoop-aws-3.5.0.jar").write_bytes(b"")
+    folder = f"{tmp_path}/*"
+    check_spark_filesystem(
+        "s3://bucket/fg", home, {"spark.driver.extraClassPath": folder, "spark.executor.extraClassPath": folder}
+    )
