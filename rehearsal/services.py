@@ -272,10 +272,12 @@ def add_connections(layout: Layout, master: str, endpoint: str, jars: Sequence[s
     d = layout.spark_master
     extra = connection_extra(len(layout.spark_workers), SPARK_CORES, SPARK_MEMORY, f"http://{d.hostname}:8080", root)
     extra.update(storage_conn_id="lake", deploy_mode="client", warm_pool="off")
-    # local: every host has the S3A jars at the same path, as a cluster's nodes would. Plain paths made every
-    # executor of every application copy them (674 MB) into its worker's folder: the load test filled the disk.
-    local_jars = ",".join(f"local:{jar}" for jar in jars)
-    extra["spark_conf"] = {"spark.jars": local_jars, "spark.pyspark.python": str(VENV_BIN / "python")}
+    # On the classpath of drivers and executors: every host has the S3A jars at one path, as a cluster's nodes
+    # would. In spark.jars (local: too) every executor of every application copies them (674 MB) into its
+    # worker's folder, and the load test filled the disk.
+    classpath = ":".join(jars)
+    extra["spark_conf"] = {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath,
+                           "spark.pyspark.python": str(VENV_BIN / "python")}  # fmt: skip
     spark = {"conn_type": "finegrained_spark", "host": master, "extra": extra}
     cluster = {**spark, "extra": {**extra, "deploy_mode": "cluster"}}
     connections = (("lake", lake), ("finegrained_spark_default", spark), ("finegrained_spark_cluster", cluster))

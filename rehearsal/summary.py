@@ -32,7 +32,8 @@ def load_table(results: Path) -> str:
         "| tasks deferred at once | load average (max) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for level in _lines(results / "load.jsonl"):
+    for found in _lines(results / "load.jsonl"):
+        level = {key: "n/a" if value is None else value for key, value in found.items()}
         lines.append(
             f"| {level['concurrent']} | {level['succeeded']} | {len(level['retried_tasks'])} | "
             f"{level['runs_per_hour']} | {level['run_s_median']} / {level['run_s_max']} | "
