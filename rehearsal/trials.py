@@ -111,20 +111,23 @@ def _retry_found(plan: Layout, dag_id: str, run_id: str, leader: dict[str, Any])
 
 
 def lose_spark_worker(plan: Layout, task_s: int = 10) -> dict[str, Any]:
-    """One trial: every process on Spark worker host E dies (a lost machine) while a stage's tasks run on it.
+    """One trial: every process on Spark worker host E dies (a lost machine) while a task of a stage runs on it.
 
     Survived when Spark ran the lost tasks again on F, the run succeeds with the right answer in one try, and
     the stage's progress lines in the task log say tasks failed. E's worker is started again afterwards.
     """
     dag_id, run_id = "lose_worker", f"lose-worker-{int(time.time())}"
     lost = plan.spark_workers[0]
-    known = {app["id"] for app in spark_apps(plan)}
     trigger(plan, dag_id, run_id, {"task_s": task_s})
 
-    def on_both_workers() -> bool:
-        return any(app["id"] not in known and app.get("cores") == len(plan.spark_workers) for app in spark_apps(plan))
+    def running_on_lost_host() -> bool:
+        # Granted cores are not enough: an executor that has not registered yet runs nothing, and losing it
+        # exercises nothing. The driver's log says where each task started.
+        host = task_hosts(plan, dag_id, run_id).get("slow_rows", {}).get("host")
+        text = _task_logs(plan, str(host), dag_id, run_id, "task_id=slow_rows/attempt=1.log") if host else ""
+        return f"({lost.hostname},executor" in text
 
-    wait_for(f"{dag_id}'s application on both Spark workers", on_both_workers, 240)
+    wait_for(f"a task of {dag_id} running on {lost.hostname}", running_on_lost_host, 240)
     time.sleep(task_s / 2)  # mid-task
     stop_processes([lost], grace=0.0)
     try:
