@@ -105,7 +105,8 @@ def under_standalone(source: Path, work: Path, data: Path) -> tuple[float, str]:
         airflow.stop()
         # A warm pool started by the run outlives it until idle: stop it now, not during the next measurement.
         stop = [str(VENV / "python"), "-m", "airflow_provider_finegrained", "warm", "stop", "--dir"]
-        for pool in (home / "finegrained" / "storage" / "_warm").glob("*"):
+        warm = home / "finegrained" / "storage" / "_warm"
+        for pool in [*warm.glob("*"), *warm.glob("*/*")]:  # <host>/<master>, or <master> at an older commit
             subprocess.run([*stop, str(pool)], env=env, capture_output=True, check=False)
 
 

@@ -24,7 +24,7 @@ def add_parser(commands: Any) -> None:
         ("stop", _stop, "stop the pool and every process of it"),
     ):
         action = actions.add_parser(name, help=text)
-        action.add_argument("--dir", help="the pool's folder (default: <storage_root>/_warm/<master>)")
+        action.add_argument("--dir", help="the pool's folder (default: <storage_root>/_warm/<host>/<master>)")
         action.add_argument("--conn-id", default=DEFAULT_CONN_ID, help="the finegrained_spark connection")
         action.set_defaults(handler=handler)
         if name == "start":

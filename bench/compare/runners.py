@@ -285,8 +285,9 @@ def start_warm_pool(work: Path, airflow_home: Path, variant: Variant) -> float:
 
 
 def _warm_folders(airflow_home: Path | None) -> list[Path]:
+    # <root>/_warm/<host>/<master> (and <root>/_warm/<master>, where a provider before per-host folders put it).
     root = (airflow_home or Path("/nonexistent")) / "finegrained" / "storage" / "_warm"
-    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return sorted(p for p in [*root.glob("*"), *root.glob("*/*")] if p.is_dir())
 
 
 def warm_pool_processes(airflow_home: Path | None) -> list[Any]:

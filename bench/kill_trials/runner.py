@@ -100,7 +100,7 @@ def pool_jobs(root: Path) -> list[dict[str, Any]] | None:
     """Every Spark job of the embedded default's warm pool, from the pool's status API; None when there is no
     pool or its status cannot be read (the caller must not take that for "no job running")."""
     jobs: list[dict[str, Any]] = []
-    states = list(root.glob("_warm/*/pool.json"))
+    states = [*root.glob("_warm/*/pool.json"), *root.glob("_warm/*/*/pool.json")]
     if not states:
         return None
     for state_file in states:
