@@ -284,8 +284,9 @@ def start_warm_pool(work: Path, airflow_home: Path, variant: Variant) -> float:
     return time.perf_counter() - started
 
 
-def _warm_folders(airflow_home: Path | None) -> list[Path]:
-    # <root>/_warm/<host>/<master> (and <root>/_warm/<master>, where a provider before per-host folders put it).
+def warm_folders(airflow_home: Path | None) -> list[Path]:
+    """The folders warm pools of this AIRFLOW_HOME's storage live in: ``<root>/_warm/<host>/<master>`` (and
+    ``<root>/_warm/<master>``, where a provider before per-host folders put them)."""
     root = (airflow_home or Path("/nonexistent")) / "finegrained" / "storage" / "_warm"
     return sorted(p for p in [*root.glob("*"), *root.glob("*/*")] if p.is_dir())
 
@@ -294,14 +295,14 @@ def warm_pool_processes(airflow_home: Path | None) -> list[Any]:
     """The processes of the warm pools under this AIRFLOW_HOME's storage (outside the run's process tree)."""
     from airflow_provider_finegrained.warm.state import pool_processes
 
-    return [p for folder in _warm_folders(airflow_home) for p in pool_processes(str(folder))]
+    return [p for folder in warm_folders(airflow_home) for p in pool_processes(str(folder))]
 
 
 def stop_warm_pools(airflow_home: Path | None) -> None:
     """Stop every warm pool the benchmark's Airflow started (they outlive runs by design)."""
     from airflow_provider_finegrained.warm.pool import stop
 
-    for folder in _warm_folders(airflow_home):
+    for folder in warm_folders(airflow_home):
         stop(str(folder))
 
 
