@@ -82,23 +82,6 @@ class _Runners:
         return self._found[stage]
 
 
-def effective_session_conf(
-    members: Sequence[str],
-    in_region_consumers: Mapping[str, Sequence[str]],
-    outside_consumers: Mapping[str, Sequence[str]],
-    session_conf: Mapping[str, Mapping[str, str]],
-    scans_files: Mapping[str, bool],
-    written: Collection[str] = (),
-) -> dict[str, dict[str, str]]:
-    """Each stage's session settings as set when it runs.
-
-    A stage that scans no files of its own but runs a lazy producer's plan takes that producer's scan
-    settings (``spark.sql.files.*``); with several such producers, the first in region order.
-    ``written``: stages with an ``output_path`` (they run their own jobs).
-    """
-    return carried_session_conf(members, in_region_consumers, outside_consumers, session_conf, scans_files, written)[0]
-
-
 def carried_session_conf(
     members: Sequence[str],
     in_region_consumers: Mapping[str, Sequence[str]],
@@ -107,8 +90,14 @@ def carried_session_conf(
     scans_files: Mapping[str, bool],
     written: Collection[str] = (),
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """:func:`effective_session_conf`, and for each stage that took a handed-over producer's scan settings, that
-    producer (whose file scans run in its jobs, so whose balance sets its scan-derived AQE sizes)."""
+    """Each stage's session settings as set when it runs, and for each stage that took a handed-over producer's
+    scan settings, that producer (whose file scans run in its jobs, so whose balance sets its scan-derived AQE
+    sizes).
+
+    A stage that scans no files of its own but runs a lazy producer's plan takes that producer's scan
+    settings (``spark.sql.files.*``); with several such producers, the first in region order.
+    ``written``: stages with an ``output_path`` (they run their own jobs).
+    """
     runners = _Runners(members, in_region_consumers, outside_consumers, written)
     return _effective(runners, members, session_conf, scans_files)
 

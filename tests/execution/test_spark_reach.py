@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_finegrained.contract import OutputRecord
 from airflow_provider_finegrained.execution.decision import RegionDecision, StageInputs, decide_region
 from airflow_provider_finegrained.execution.spark_reach import (
-    effective_session_conf,
+    carried_session_conf,
     runs_own_jobs,
     spark_reach,
 )
@@ -128,7 +128,7 @@ def test_a_handed_over_producers_scan_settings_go_where_its_scans_run(
 ) -> None:
     inside, confs = {"a": ["b"], "b": []}, {"a": SCAN_A, "b": conf(4, 2 * MiB)}
     scans = {"a": True, "b": b_scans}
-    assert effective_session_conf(["a", "b"], inside, {}, confs, scans) == {"a": SCAN_A, "b": b_expected}
+    assert carried_session_conf(["a", "b"], inside, {}, confs, scans)[0] == {"a": SCAN_A, "b": b_expected}
     reach = spark_reach(["a", "b"], inside, {}, confs, scans_files=scans)
     if b_scans:
         assert reach["a"].note == (
