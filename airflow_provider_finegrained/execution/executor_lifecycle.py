@@ -22,7 +22,7 @@ runs with dynamic allocation, bounded by the decision:
   practice the application's life; ``shuffleTracking.timeout`` releases it instead. A later job that reads
   a released executor's shuffle output recomputes those map tasks (correct, and rare here: each stage of a
   region is its own query, and a handover read twice is cached);
-- ``executorIdleTimeout`` = ``shuffleTracking.timeout`` = :data:`IDLE_TIMEOUT_S`.
+- ``executorIdleTimeout`` = ``shuffleTracking.timeout`` = ``planning.capacity.EXECUTOR_IDLE_TIMEOUT_S``.
 
 Why at the first job: a region's driver spends 13 to 15 s between registering and its first job on the
 loopback cluster at a load average of 5 (imports, inputs, the stage's own driver-side code), 40 to 60 s
@@ -68,9 +68,6 @@ from airflow_provider_finegrained.planning.capacity import (
     check_resource_stability,
 )
 
-IDLE_TIMEOUT_S = EXECUTOR_IDLE_TIMEOUT_S
-"""Seconds an idle executor is kept (``executorIdleTimeout`` and ``shuffleTracking.timeout``)."""
-
 _PREFIX = "spark.dynamicAllocation."
 
 
@@ -98,8 +95,8 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_sta
     return {
         f"{_PREFIX}enabled": "true",
         f"{_PREFIX}shuffleTracking.enabled": "true",
-        f"{_PREFIX}shuffleTracking.timeout": f"{IDLE_TIMEOUT_S}s",
-        f"{_PREFIX}executorIdleTimeout": f"{IDLE_TIMEOUT_S}s",
+        f"{_PREFIX}shuffleTracking.timeout": f"{EXECUTOR_IDLE_TIMEOUT_S}s",
+        f"{_PREFIX}executorIdleTimeout": f"{EXECUTOR_IDLE_TIMEOUT_S}s",
         f"{_PREFIX}minExecutors": str(least),
         f"{_PREFIX}initialExecutors": str(initial),
         f"{_PREFIX}maxExecutors": str(ceiling),

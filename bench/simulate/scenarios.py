@@ -100,7 +100,7 @@ class SharedClusterSetup:
 
 
 RELEASE_IDLE_TIMEOUT_S = 30.0
-"""The releasing provider variants' idle timeout: execution/executor_lifecycle.py's IDLE_TIMEOUT_S (30 s
+"""The releasing provider variants' idle timeout: planning/capacity.py's EXECUTOR_IDLE_TIMEOUT_S (30 s
 for executorIdleTimeout and shuffleTracking.timeout alike). bench/results/simulate.* made before the
 first-job model used 15 s for provider+release, its value before commit e8bd7b5."""
 

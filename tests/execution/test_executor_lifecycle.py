@@ -7,14 +7,13 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.execution.executor_lifecycle import (
-    IDLE_TIMEOUT_S,
     executor_lifecycle_conf,
     lifecycle_text,
     starts_on_every_executor,
 )
 from airflow_provider_finegrained.execution.region_job import application_conf
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, StageDemand, size_region
-from airflow_provider_finegrained.planning.capacity import ResourceBounds
+from airflow_provider_finegrained.planning.capacity import EXECUTOR_IDLE_TIMEOUT_S, ResourceBounds
 from airflow_provider_finegrained.settings import ConnectionSettings
 from tests.decisions import sized_decision
 
@@ -74,7 +73,7 @@ def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
     # No external shuffle service assumed: shuffle tracking, and its timeout so that an executor holding only
     # finished jobs' shuffle data leaves too (Spark's default keeps it until the driver's GC cleans the shuffle).
     assert conf[f"{DA}shuffleTracking.enabled"] == "true"
-    assert conf[f"{DA}shuffleTracking.timeout"] == conf[f"{DA}executorIdleTimeout"] == f"{IDLE_TIMEOUT_S}s"
+    assert conf[f"{DA}shuffleTracking.timeout"] == conf[f"{DA}executorIdleTimeout"] == f"{EXECUTOR_IDLE_TIMEOUT_S}s"
     # Spark starts max(min, initial, executor.instances) executors; standalone caps by cores.max.
     assert conf["spark.executor.instances"] == str(expected[1])
     assert int(conf["spark.cores.max"]) == expected[2] * region.executor_cores
