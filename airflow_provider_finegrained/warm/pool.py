@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -94,6 +95,13 @@ def auto_folder(settings: Any) -> str:
     else:
         root = os.path.join(tempfile.gettempdir(), f"finegrained-{os.getuid()}", WARM_FOLDER)
     return os.path.abspath(os.path.join(root, plain_name(settings.master)))
+
+
+def pool_folders(warm_root: str | os.PathLike[str]) -> list[str]:
+    """The folders pools may live in under a local ``<root>/_warm``: ``<host>/<master>`` (:func:`auto_folder`), and
+    ``<master>``, where a provider before per-host folders put them. Sorted; empty when there is no such folder."""
+    root = Path(warm_root)
+    return sorted(str(p) for p in [*root.glob("*"), *root.glob("*/*")] if p.is_dir())
 
 
 def localhost_addresses() -> list[str]:

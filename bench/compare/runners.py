@@ -285,10 +285,11 @@ def start_warm_pool(work: Path, airflow_home: Path, variant: Variant) -> float:
 
 
 def warm_folders(airflow_home: Path | None) -> list[Path]:
-    """The folders warm pools of this AIRFLOW_HOME's storage live in: ``<root>/_warm/<host>/<master>`` (and
-    ``<root>/_warm/<master>``, where a provider before per-host folders put them)."""
+    """The folders warm pools of this AIRFLOW_HOME's storage may live in (the provider's ``pool_folders``)."""
+    from airflow_provider_finegrained.warm.pool import pool_folders
+
     root = (airflow_home or Path("/nonexistent")) / "finegrained" / "storage" / "_warm"
-    return sorted(p for p in [*root.glob("*"), *root.glob("*/*")] if p.is_dir())
+    return [Path(folder) for folder in pool_folders(root)]
 
 
 def warm_pool_processes(airflow_home: Path | None) -> list[Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from airflow_provider_finegrained.warm.pool import pool_folders
 from bench.kill_trials import processes
 from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
 from bench.kill_trials.outcome import EXPECTED_ROWS, TrialRecord, classify, passed
@@ -100,7 +101,7 @@ def pool_jobs(root: Path) -> list[dict[str, Any]] | None:
     """Every Spark job of the embedded default's warm pool, from the pool's status API; None when there is no
     pool or its status cannot be read (the caller must not take that for "no job running")."""
     jobs: list[dict[str, Any]] = []
-    states = [*root.glob("_warm/*/pool.json"), *root.glob("_warm/*/*/pool.json")]
+    states = [Path(f) / "pool.json" for f in pool_folders(root / "_warm") if (Path(f) / "pool.json").is_file()]
     if not states:
         return None
     for state_file in states:

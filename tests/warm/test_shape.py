@@ -107,3 +107,17 @@ def test_a_url_that_is_not_spark_connect_is_refused() -> None:
     assert grpc_target("sc://example") == "example:15002"
     with pytest.raises(WarmPoolUnavailable, match="not a Spark Connect URL"):
         grpc_target("http://example:15002")
+
+
+def test_pool_folders_finds_per_host_folders_and_those_of_an_earlier_layout(tmp_path: Path) -> None:
+    from airflow_provider_finegrained.warm.pool import pool_folders
+
+    (tmp_path / "_warm" / "worker-1" / "local_2_").mkdir(parents=True)  # <host>/<master>
+    (tmp_path / "_warm" / "spark___m_7077").mkdir()  # <master>, before per-host folders
+    (tmp_path / "_warm" / "note.txt").write_text("not a folder")
+    assert pool_folders(tmp_path / "_warm") == [
+        str(tmp_path / "_warm" / "spark___m_7077"),
+        str(tmp_path / "_warm" / "worker-1"),
+        str(tmp_path / "_warm" / "worker-1" / "local_2_"),
+    ]
+    assert pool_folders(tmp_path / "missing") == []
