@@ -29,7 +29,8 @@ from airflow_provider_finegrained.launchers.base import (
     LaunchResult,
     LaunchSpec,
 )
-from airflow_provider_finegrained.launchers.kubernetes import KubernetesLauncher, driver_pod_name
+from airflow_provider_finegrained.launchers.kubernetes import KubernetesLauncher
+from airflow_provider_finegrained.launchers.kubernetes.commands import driver_pod_name
 from airflow_provider_finegrained.launchers.local import LocalLauncher
 from airflow_provider_finegrained.launchers.select import select, submit_launcher
 from airflow_provider_finegrained.launchers.standalone import StandaloneLauncher

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, HttpResponse, send
-from airflow_provider_finegrained.launchers.kubernetes import (
+from airflow_provider_finegrained.launchers.kubernetes.commands import (
     K8sDriverStatus,
     k8s_cluster_submit_request,
     k8s_kill_command,
