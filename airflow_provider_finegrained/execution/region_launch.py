@@ -1,20 +1,21 @@
 """Submit a region's application and follow it until it ends, this try's own submission.
 
-The handle grows as the cluster manager names the application (a driver id in spark-submit's output, an
-application id); once named, it is recorded for a retry to reattach to. A deferrable leader stops following
-there (``RegionDeferral``) and leaves the application to the triggerer. An application that outlives
-``submit_timeout`` is stopped where it runs.
+A straight sequence: submit; where the application can outlive the task (cluster deploy mode), follow it until
+the cluster manager has named it and record it for a retry to reattach to; a deferrable leader stops following
+there (``AwaitApplication``) and leaves the application to the triggerer; else follow it to its end. An
+application that outlives ``submit_timeout`` is stopped where it runs (``Failed``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from airflow_provider_finegrained.execution.reattach import ApplicationRecord
-from airflow_provider_finegrained.execution.region_context import LiveLinkLike, RegionDeferral, RunFacts
+from airflow_provider_finegrained.execution.region_context import LiveLinkLike, RunFacts
 from airflow_provider_finegrained.execution.region_errors import SubmitTimeoutError, submit_timeout_message
+from airflow_provider_finegrained.execution.region_outcome import AwaitApplication, Failed
 from airflow_provider_finegrained.launchers.base import (
     Launcher,
     LaunchEvents,
@@ -26,13 +27,9 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.settings.cluster import ClusterSettings
-from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
+from airflow_provider_finegrained.spark.process import SparkSubmitTimeout
 
 __all__ = ["Submission"]
-
-
-class _Detach(Exception):
-    """Raised from the output callback to stop following spark-submit once the application is named."""
 
 
 @dataclass
@@ -48,54 +45,23 @@ class Submission:
     submit_timeout: float | None
     deferrable: bool
     handle: LaunchHandle | None = None
+    remembered: bool = False
 
     def timeout_message(self, what: str) -> str:
         return submit_timeout_message(self.leader, self.region, self.members, self.submit_timeout, what)
 
     def launch(
         self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts, live: LiveLinkLike, folder: str, try_number: int
-    ) -> LaunchResult:
-        """Submit and wait; raise RegionDeferral once a deferrable leader's application is named."""
+    ) -> LaunchResult | AwaitApplication | Failed:
+        """Submit and follow to the end; or, for a deferrable leader, until the application is named."""
         refusal = reattach_refusal(launcher.name, self.settings.deploy_mode)
         if refusal is not None and self.deferrable:
             self.log.info(
                 "Region %s: deferrable=True has no effect here (%s); the task follows it", self.region, refusal
             )
-        remembered = False
-
-        def identify(driver_id: str | None = None, application_id: str | None = None) -> None:
-            # Runs in this (the task's) thread: the state store may be written from here.
-            nonlocal remembered
-            handle = self.handle
-            if refusal is not None or handle is None:
-                return
-            self.handle = handle = replace(
-                handle,
-                driver_id=handle.driver_id or driver_id,
-                application_id=handle.application_id or application_id,
-            )
-            if not handle.identified():
-                return
-            if not remembered:
-                self.record.remember(handle)
-                remembered = True
-            # A Kubernetes pod is named before it exists: stop following once Spark reported the application.
-            if self.deferrable and (handle.launcher != "kubernetes" or handle.application_id):
-                raise _Detach
-
-        def on_line(line: str) -> None:
-            self.log.info("%s", line)
-            live.on_line(line)
-            if (driver_id := find_driver_id(line)) is not None:
-                identify(driver_id=driver_id)
-
-        def on_application(app_id: str) -> None:
-            live.on_application(app_id)
-            identify(application_id=app_id)
-
-        handle = launcher.submit(spec, LaunchEvents(on_line=on_line, on_application=on_application))
-        self.handle = submitted = replace(
-            handle,
+        submitted = launcher.submit(spec, LaunchEvents(on_line=self.echo(live), on_application=live.on_application))
+        self.handle = handle = replace(
+            submitted,
             master=self.settings.master,
             deploy_mode=self.settings.deploy_mode,
             region_folder=folder,
@@ -103,21 +69,49 @@ class Submission:
             submitted_at=time.time(),
         )
         try:
-            identify()  # a Kubernetes driver pod is named up front
-            return launcher.wait(self.handle)
+            if refusal is None:
+                handle = self.follow_until_named(launcher, handle)
+                if self.deferrable and self.named_for_the_triggerer(handle):
+                    return self.detach(launcher, handle, facts)
+            return launcher.wait(handle)
         except SparkSubmitTimeout as exc:
-            raise self.stop_timed_out(launcher, exc) from None
-        except _Detach:
-            # spark-submit (only following the driver, which runs on the cluster) was stopped by the raise;
-            # the application runs on. The triggerer follows it from here.
-            handle = self.handle or submitted
-            self.log.info(
-                "Region %s: %s runs on %s; the task defers while it runs",
-                self.region,
-                handle.remote_id,
-                self.settings.master,
-            )
-            raise RegionDeferral(handle, facts) from None
+            return Failed(self.stop_timed_out(launcher, exc))
+
+    def echo(self, live: LiveLinkLike) -> Callable[[str], None]:
+        def on_line(line: str) -> None:
+            self.log.info("%s", line)
+            live.on_line(line)
+
+        return on_line
+
+    def follow_until_named(self, launcher: Launcher, handle: LaunchHandle) -> LaunchHandle:
+        """Record the application as soon as the cluster manager has named it, for a retry to reattach to."""
+        self.remember(handle)  # a Kubernetes driver pod is named up front
+        self.handle = handle = launcher.wait_named(handle)
+        self.remember(handle)
+        return handle
+
+    def remember(self, handle: LaunchHandle) -> None:
+        if handle.identified() and not self.remembered:
+            self.record.remember(handle)
+            self.remembered = True
+
+    @staticmethod
+    def named_for_the_triggerer(handle: LaunchHandle) -> bool:
+        # A Kubernetes pod is named before it exists: the triggerer takes over once Spark reported the application.
+        return handle.identified() and (handle.launcher != "kubernetes" or handle.application_id is not None)
+
+    def detach(self, launcher: Launcher, handle: LaunchHandle, facts: RunFacts) -> AwaitApplication:
+        """Stop following here (spark-submit only follows the driver, which runs on the cluster): the
+        application runs on, and the triggerer follows it from here."""
+        launcher.detach(handle)
+        self.log.info(
+            "Region %s: %s runs on %s; the task defers while it runs",
+            self.region,
+            handle.remote_id,
+            self.settings.master,
+        )
+        return AwaitApplication(handle, facts)
 
     def stop_timed_out(self, launcher: Launcher, exc: SparkSubmitTimeout) -> SubmitTimeoutError:
         """spark-submit outlived ``submit_timeout`` (and was stopped): stop the application where it runs, since

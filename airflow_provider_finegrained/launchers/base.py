@@ -204,8 +204,17 @@ class Launcher(Protocol):
         """Start the application; raise LaunchCancelled if ``kill`` came first."""
         ...
 
+    def wait_named(self, handle: LaunchHandle) -> LaunchHandle:
+        """Block until the cluster manager has named the application (or it ended first), streaming its output
+        to ``events``; the handle with the names known so far."""
+        ...
+
     def wait(self, handle: LaunchHandle) -> LaunchResult:
         """Block until the application has ended (streaming its output to ``events``)."""
+        ...
+
+    def detach(self, handle: LaunchHandle) -> None:
+        """Stop following the application from here and leave it running where it runs (cluster deploy mode)."""
         ...
 
     def status(self, handle: LaunchHandle) -> LaunchStatus: ...

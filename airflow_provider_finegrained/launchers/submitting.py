@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 
 from airflow_provider_finegrained.launchers.base import (
     CapacityKind,
@@ -174,6 +175,31 @@ class SparkSubmitLauncher:
         if self._process is None:
             raise RuntimeError(f"{self.name} launcher: nothing was submitted")
         return self._process
+
+    def wait_named(self, handle: LaunchHandle) -> LaunchHandle:
+        process = self._started()
+        process.follow_until(lambda: self.is_named(self.named(handle)))
+        return self.named(handle)
+
+    def is_named(self, handle: LaunchHandle) -> bool:
+        """Whether the application is named well enough for another process to follow it."""
+        return handle.identified()
+
+    def named(self, handle: LaunchHandle) -> LaunchHandle:
+        """``handle`` with the ids spark-submit has reported so far."""
+        process = self._started()
+        return replace(
+            handle,
+            application_id=handle.application_id or process.application_id,
+            driver_id=handle.driver_id or process.driver_id,
+        )
+
+    def detach(self, handle: LaunchHandle) -> None:
+        # spark-submit only follows a driver that runs on the cluster: stopping it leaves the application be.
+        try:
+            self._started().kill()
+        finally:
+            self._release_secret_file()
 
     def wait(self, handle: LaunchHandle) -> LaunchResult:
         try:

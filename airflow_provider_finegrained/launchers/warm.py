@@ -76,6 +76,12 @@ class WarmLauncher:
         self.log.info("Region %s runs warm in %s", spec.region, self.pool.url)
         return LaunchHandle(self.name, spec.app_name, self.pool.url)
 
+    def wait_named(self, handle: LaunchHandle) -> LaunchHandle:
+        return handle  # a warm region's sessions are the task's own: there is nothing to name for another process
+
+    def detach(self, handle: LaunchHandle) -> None:
+        raise NotImplementedError("a warm region cannot be left running: its client is the task itself")
+
     def wait(self, handle: LaunchHandle) -> LaunchResult:
         from airflow_provider_finegrained.warm import in_use
         from airflow_provider_finegrained.warm.driver_client import DriverUnavailable, ReadyDriver

@@ -367,6 +367,7 @@ class SparkSubmitProcess:
         self._reader: threading.Thread | None = None
         self._started_at = 0.0
         self._kill_requested = False
+        self._output_ended = False
 
     @property
     def pid(self) -> int | None:
@@ -430,14 +431,32 @@ class SparkSubmitProcess:
             if self.app_id_callback is not None:
                 self.app_id_callback(driver_id)
 
+    def follow_until(self, done: Callable[[], bool]) -> bool:
+        """Stream output until ``done()`` holds or spark-submit ends; whether ``done()`` held. spark-submit runs
+        on either way: ``wait`` follows it to its end, ``kill`` stops it. Kills it on timeout or if a callback
+        raises, as ``wait`` does."""
+        proc = self._running()
+        try:
+            return self._pump(proc, self._deadline(), done)
+        except SparkSubmitTimeout:
+            raise
+        except BaseException:
+            self.kill()
+            raise
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            raise RuntimeError("spark-submit was not started")
+        return self._proc
+
+    def _deadline(self) -> float | None:
+        return None if self.timeout is None else self._started_at + self.timeout
+
     def wait(self) -> SubmitResult:
         """Stream output until spark-submit ends; kill it on timeout or if a callback raises."""
-        proc = self._proc
-        if proc is None:
-            raise RuntimeError("spark-submit was not started")
-        deadline = None if self.timeout is None else self._started_at + self.timeout
+        proc = self._running()
         try:
-            self._pump(proc, deadline)
+            self._pump(proc, self._deadline())
             returncode = proc.wait()
         except SparkSubmitTimeout:
             raise
@@ -457,9 +476,14 @@ class SparkSubmitProcess:
             killed=self._kill_requested,
         )
 
-    def _pump(self, proc: subprocess.Popen[bytes], deadline: float | None) -> None:
-        """Hand lines over until the output ends or spark-submit exits (a leftover may keep the pipe)."""
-        while True:
+    def _pump(
+        self, proc: subprocess.Popen[bytes], deadline: float | None, done: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Hand lines over until ``done()`` holds (True), or the output ends or spark-submit exits (False; a
+        leftover may keep the pipe)."""
+        while not self._output_ended:
+            if done():
+                return True
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 self.kill()
@@ -469,11 +493,13 @@ class SparkSubmitProcess:
                 line = self._lines.get(timeout=0.5 if remaining is None else min(0.5, remaining))
             except queue.Empty:
                 if proc.poll() is not None:
-                    return
+                    break
                 continue
             if line is _EOF:
-                return
+                break
             self._handle(line)
+        self._output_ended = True
+        return done()
 
     def _drain(self) -> None:
         """Hand over the lines already read, without waiting long for a pipe that others hold open."""

@@ -210,6 +210,35 @@ def test_leftovers_of_a_finished_launcher_are_stopped() -> None:
     assert process_group_members(pid) == []
 
 
+def test_following_until_the_application_is_named_leaves_spark_submit_running() -> None:
+    # A cluster-mode spark-submit names the driver, then follows it: the task may stop following there.
+    code = (
+        "import time\n"
+        "print('submitting')\n"
+        "print('Driver successfully submitted as driver-20261128040500-0003')\n"
+        "time.sleep(0.5)\n"
+        "print('State of driver-20261128040500-0003 is FINISHED')\n"
+    )
+    lines: list[str] = []
+    process = SparkSubmitProcess(_python(code), None, lines.append)
+    process.start()
+    assert process.follow_until(lambda: process.driver_id is not None)
+    assert process.driver_id == "driver-20261128040500-0003"
+    assert process.returncode is None  # still running: following stopped, spark-submit did not
+    assert lines == ["submitting", "Driver successfully submitted as driver-20261128040500-0003"]
+    result = process.wait()  # and its end is still there to follow
+    assert result.returncode == 0 and not result.killed
+    assert lines[-1] == "State of driver-20261128040500-0003 is FINISHED"
+
+
+def test_following_until_a_name_that_never_comes_ends_with_spark_submit() -> None:
+    process = SparkSubmitProcess(["sh", "-c", "echo refused; exit 1"], None, lambda _line: None)
+    process.start()
+    assert not process.follow_until(lambda: process.application_id is not None)
+    result = process.wait()
+    assert result.returncode == 1 and result.tail == ("refused",)
+
+
 def test_a_failing_callback_kills_the_process() -> None:
     def explode(line: str) -> None:
         raise RuntimeError(f"log sink broke on {line!r}")
