@@ -21,6 +21,7 @@ from airflow_provider_finegrained.execution.region_errors import (
     SubmitTimeoutError,
     submit_timeout_message,
 )
+from airflow_provider_finegrained.execution.region_outcome import Failed
 from airflow_provider_finegrained.launchers.base import LaunchHandle, LaunchResult, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.settings.cluster import ClusterSettings
@@ -73,9 +74,10 @@ class ApplicationRecord:
     stored: bool = False
     """Whether the store holds a handle this run must delete when done."""
 
-    def prior_application(self) -> tuple[LaunchHandle, LaunchStatus] | None:
+    def prior_application(self) -> tuple[LaunchHandle, LaunchStatus] | Failed | None:
         """The cluster-mode application an earlier try left running or finished successfully; None when there
-        is none to reattach to (then the region is submitted anew, after the usual reset)."""
+        is none to reattach to (then the region is submitted anew, after the usual reset); Failed when whether
+        it runs cannot be told."""
         saved = self.store.get(APPLICATION_KEY) if self.store is not None else None
         if not saved:
             return None
@@ -95,9 +97,11 @@ class ApplicationRecord:
                 self.settings.master,
             )
             return None
-        status = remote.status()
-        if status.state == "unknown":
+        status: LaunchStatus | Failed = remote.status()
+        if isinstance(status, LaunchStatus) and status.state == "unknown":
             status = self.ask_again(remote, handle, status)
+        if isinstance(status, Failed):
+            return status
         if status.state in ("pending", "running", "succeeded"):
             return handle, status
         self.log.warning(
@@ -110,7 +114,7 @@ class ApplicationRecord:
         )
         return None
 
-    def ask_again(self, remote: RemoteApplication, handle: LaunchHandle, status: LaunchStatus) -> LaunchStatus:
+    def ask_again(self, remote: RemoteApplication, handle: LaunchHandle, status: LaunchStatus) -> LaunchStatus | Failed:
         """Ask about the application until its status is known, for ``unknown_wait_s`` at most; then fail."""
         deadline = time.monotonic() + self.unknown_wait_s
         while status.state == "unknown" and time.monotonic() < deadline:
@@ -126,7 +130,7 @@ class ApplicationRecord:
         if status.state != "unknown":
             return status
         stages = ", ".join(self.members)
-        raise ApplicationStatusUnknown(
+        unknown = ApplicationStatusUnknown(
             f"region {self.region} (stages {stages}): cannot tell whether application {handle.remote_id}, "
             f"submitted by try {handle.try_number}, still runs on {handle.master}: {status.detail or 'unknown'} "
             f"(asked for {self.unknown_wait_s:g} s); not submitting again, which could run two applications of "
@@ -135,6 +139,7 @@ class ApplicationRecord:
             f"{self.leader!r} (DELETE /api/v2/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}/"
             f"taskInstances/{self.leader}/state-store/{APPLICATION_KEY}) and clear the task"
         )
+        return Failed(unknown)
 
     def remember(self, handle: LaunchHandle) -> None:
         """Persist the application's handle where a retry of this task finds it."""
@@ -160,7 +165,7 @@ class ApplicationRecord:
         mark = join(handle.region_folder, FOLLOWER_FILE)
         filesystem.write_bytes(mark, str(self.try_number).encode(), self.storage_options)
 
-    def follow(self, remote: RemoteApplication, handle: LaunchHandle, timeout_s: float | None) -> LaunchStatus:
+    def follow(self, remote: RemoteApplication, handle: LaunchHandle, timeout_s: float | None) -> LaunchStatus | Failed:
         """Follow an application this process did not start until it ends; stop it past ``submit_timeout``."""
         self.log.info("Region %s: following %s on %s", self.region, handle.remote_id, self.settings.master)
         status = remote.wait(FOLLOW_POLL_S, remaining_s(handle, timeout_s))
@@ -168,7 +173,9 @@ class ApplicationRecord:
             killed = remote.kill()
             self.forget()
             what = f"{handle.remote_id} was still {status.detail or status.state}; {killed}"
-            raise SubmitTimeoutError(submit_timeout_message(self.leader, self.region, self.members, timeout_s, what))
+            return Failed(
+                SubmitTimeoutError(submit_timeout_message(self.leader, self.region, self.members, timeout_s, what))
+            )
         return status
 
     def forget(self) -> None:

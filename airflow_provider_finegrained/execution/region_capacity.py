@@ -14,6 +14,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
     capacity_source,
     region_request,
 )
+from airflow_provider_finegrained.execution.region_outcome import AwaitCapacity, Failed
 from airflow_provider_finegrained.execution.region_trace import CapacityRecord
 from airflow_provider_finegrained.execution.warm_choice import Carrier
 from airflow_provider_finegrained.launchers.base import Launcher, LogLike
@@ -47,9 +48,9 @@ def reserve_capacity(
     key: str,
     app_name: str,
     log: LogLike,
-) -> Grant:
-    """Reserve the region's executors, or raise CapacityImpossible, CapacityWait or CapacityUnavailable
-    naming its stages."""
+) -> Grant | AwaitCapacity | Failed:
+    """Reserve the region's executors; else wait for capacity, or fail (for good when no worker could ever
+    hold an executor), naming the region's stages."""
     least = minimum_slots(minimums, settings.min_slots, sizing.slots)
     master = launcher.master_container(application_conf)
     request = region_request(sizing, least, count_overhead=launcher.count_overhead, master=master)
@@ -59,17 +60,19 @@ def reserve_capacity(
         source = capacity_source(settings, storage_options=storage_options)
         grant = acquire(source, request, key, app_name, cluster_queue=queue)
     except CapacityImpossible as exc:
-        raise CapacityImpossible(f"region {region} (stages {stages}): {exc}") from None
+        return Failed(CapacityImpossible(f"region {region} (stages {stages}): {exc}"), final=True)
     except CapacityWait as exc:
-        raise CapacityWait(f"region {region} (stages {stages}): {exc}", exc.request) from None
+        return AwaitCapacity(CapacityWait(f"region {region} (stages {stages}): {exc}", exc.request))
     except CapacityUnavailable as exc:
         # The stages are what the user wrote; a standalone master's URL may be one they never set (port 8080).
         quoted = ", ".join(repr(member) for member in members)
         named = f"stage {quoted}" if len(members) == 1 else f"stages {quoted}"
         where = f" from {webui_text(settings)}" if settings.master_kind == "standalone" else ""
-        raise CapacityUnavailable(
-            f"{named} (region {region}): cannot read the free capacity of {settings.master}{where}: "
-            f"{exc}; the task fails and Airflow retries it if it has retries left"
-        ) from None
+        return Failed(
+            CapacityUnavailable(
+                f"{named} (region {region}): cannot read the free capacity of {settings.master}{where}: "
+                f"{exc}; the task fails and Airflow retries it if it has retries left"
+            )
+        )
     log.info("Capacity for region %s: %s", region, grant.decision.message)
     return grant

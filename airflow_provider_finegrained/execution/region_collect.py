@@ -1,7 +1,7 @@
 """Collect a region's results once its application ended: each stage's status and trace, written once.
 
 The records are those of the stages that succeeded, under the folder's try (the one whose application
-committed the output under its fencing token); a failed stage or application is raised afterwards.
+committed the output under its fencing token); a failed stage or application is its ``Failed`` outcome.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.region_context import Succeeded
 from airflow_provider_finegrained.execution.region_errors import StageFailedError
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
+from airflow_provider_finegrained.execution.region_outcome import Failed
 from airflow_provider_finegrained.execution.region_trace import RegionRunFacts, launch_record, stage_trace
 from airflow_provider_finegrained.launchers.base import LaunchResult, LogLike
 from airflow_provider_finegrained.runtime.job import StageStatus
 
-__all__ = ["collect_region", "raise_for_failure"]
+__all__ = ["collect_region", "failure_of"]
 
 
 def collect_region(
@@ -60,27 +61,33 @@ def collect_region(
     return Succeeded(records, traces)
 
 
-def raise_for_failure(
+def failure_of(
     region: str,
     members: Sequence[str],
     statuses: Mapping[str, StageStatus],
     result: LaunchResult,
     log: LogLike,
     ended: str | None = None,
-) -> None:
-    """Fail naming the stage that broke, else the application's end when it ended badly."""
+) -> Failed | None:
+    """The region's failure naming the stage that broke, else the application's end when it ended badly;
+    None when it ran through."""
     for line in result.diagnostics:
         log.error("%s", line)
     broken = next((s for s in statuses.values() if s.state == "failed"), None)
     if broken is not None:
-        raise StageFailedError(
-            f"region {region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
+        return Failed(
+            StageFailedError(
+                f"region {region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
+            )
         )
     if result.returncode != 0:
         ended = ended or f"spark-submit exited with code {result.returncode}"
         tail = "\n".join(result.tail[-20:])
         where = "\n".join(result.diagnostics[:5])
-        raise StageFailedError(
-            f"region {region}: {ended} before the stages "
-            f"reported (stages {list(members)}); last output lines:\n{tail}" + (f"\n{where}" if where else "")
+        return Failed(
+            StageFailedError(
+                f"region {region}: {ended} before the stages "
+                f"reported (stages {list(members)}); last output lines:\n{tail}" + (f"\n{where}" if where else "")
+            )
         )
+    return None

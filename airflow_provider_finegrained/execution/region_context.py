@@ -8,12 +8,11 @@ from typing import Any, Protocol
 
 from airflow_provider_finegrained.contract import OutputRecord, StageTrace
 from airflow_provider_finegrained.execution.region_job import StageTaskLike
-from airflow_provider_finegrained.launchers.base import LaunchHandle, LogLike
+from airflow_provider_finegrained.launchers.base import LogLike
 
 __all__ = [
     "LeaderLike",
     "LiveLinkLike",
-    "RegionDeferral",
     "RunContext",
     "RunFacts",
     "RunReport",
@@ -167,12 +166,3 @@ class RunFacts:
             None if reduced is None else int(reduced),
             {str(k): float(v) for k, v in (data.get("timings") or {}).items()},
         )
-
-
-class RegionDeferral(Exception):
-    """The leader stops following its cluster-mode application here; the operator defers to the trigger."""
-
-    def __init__(self, handle: LaunchHandle, facts: RunFacts) -> None:
-        super().__init__(f"region application {handle.remote_id} is followed by the triggerer")
-        self.handle = handle
-        self.facts = facts

@@ -2,19 +2,19 @@
 
 ``Succeeded`` (each stage's output record and trace), ``AwaitCapacity`` (the cluster cannot take the region
 now; the operator defers until it can), ``AwaitApplication`` (a cluster-mode application runs on; the
-operator defers to the trigger that follows it) or ``Failed`` (``final``: retrying cannot help).
+operator defers to the trigger that follows it) or ``Failed`` (``final``: retrying cannot help). The region's
+sequence returns these; nothing in it raises to say how a region ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from airflow_provider_finegrained.execution.capacity_gate import CapacityImpossible, CapacityWait
-from airflow_provider_finegrained.execution.region_context import RegionDeferral, RunFacts, Succeeded
+from airflow_provider_finegrained.execution.capacity_gate import CapacityWait
+from airflow_provider_finegrained.execution.region_context import RunFacts, Succeeded
 from airflow_provider_finegrained.launchers.base import LaunchHandle
 
-__all__ = ["AwaitApplication", "AwaitCapacity", "Failed", "RegionOutcome", "Succeeded", "outcome_of"]
+__all__ = ["AwaitApplication", "AwaitCapacity", "Failed", "RegionOutcome", "Succeeded"]
 
 
 @dataclass(frozen=True)
@@ -41,17 +41,3 @@ class Failed:
 
 
 RegionOutcome = Succeeded | AwaitCapacity | AwaitApplication | Failed
-
-
-def outcome_of(run: Callable[[], Succeeded]) -> RegionOutcome:
-    """Run a region's sequence (start or reattach, wait, collect) and say how it ended."""
-    try:
-        return run()
-    except CapacityImpossible as exc:
-        return Failed(exc, final=True)
-    except CapacityWait as exc:
-        return AwaitCapacity(exc)
-    except RegionDeferral as deferral:
-        return AwaitApplication(deferral.handle, deferral.facts)
-    except Exception as exc:
-        return Failed(exc)

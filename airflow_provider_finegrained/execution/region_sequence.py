@@ -28,10 +28,9 @@ from airflow_provider_finegrained.execution.reattach import (
     remote_result,
 )
 from airflow_provider_finegrained.execution.region_capacity import reserve_capacity, warm_capacity
-from airflow_provider_finegrained.execution.region_collect import collect_region, raise_for_failure
+from airflow_provider_finegrained.execution.region_collect import collect_region, failure_of
 from airflow_provider_finegrained.execution.region_context import (
     LeaderLike,
-    RegionDeferral,
     RunContext,
     RunFacts,
     RunReport,
@@ -42,6 +41,7 @@ from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_inputs import gather_inputs, peers_ran_with
 from airflow_provider_finegrained.execution.region_job import StageTaskLike, application_conf, build_region_job
 from airflow_provider_finegrained.execution.region_launch import Submission
+from airflow_provider_finegrained.execution.region_outcome import AwaitApplication, AwaitCapacity, Failed, RegionOutcome
 from airflow_provider_finegrained.execution.region_setup import (
     check_storage_reachable,
     region_decision,
@@ -130,8 +130,10 @@ class RegionRunner:
 
     # ------------------------------------------------------------------ the sequence
 
-    def execute(self) -> Succeeded:
+    def execute(self) -> RegionOutcome:
         prior = self.record.prior_application()
+        if isinstance(prior, Failed):
+            return prior
         if prior is not None:
             handle, status = prior
             reason = f"reattached to {handle.remote_id} submitted by try {handle.try_number}"
@@ -161,6 +163,8 @@ class RegionRunner:
             timings["decide_s"] = time.perf_counter() - clock
             return self.launch_and_collect(launcher, carrier, decision, inputs, warm_capacity(carrier), timings)
         grant = self.reserve(launcher, decision)
+        if not isinstance(grant, Grant):
+            return grant
         try:
             capacity = CapacityRecord(grant.trace(self.waited_s()))
             if grant.decision.outcome is CapacityOutcome.REDUCED:
@@ -223,7 +227,7 @@ class RegionRunner:
 
     # ------------------------------------------------------------------ 0b. follow an application not started here
 
-    def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> Succeeded:
+    def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> RegionOutcome:
         """Collect the region from ``handle``'s application, which this process did not start (a retry that
         reattached, or the leader back from its deferral): no reset, no capacity, no submit. The region folder
         and output fencing token stay those of the try that submitted it."""
@@ -249,8 +253,11 @@ class RegionRunner:
         self.record.stored = True  # back from a deferral, the handle is in the store
         if status is None or not status.done:
             if self.deferrable:
-                raise RegionDeferral(handle, facts)
-            status = self.record.follow(self._remote, handle, self.leader.submit_timeout)
+                return AwaitApplication(handle, facts)
+            followed = self.record.follow(self._remote, handle, self.leader.submit_timeout)
+            if isinstance(followed, Failed):
+                return followed
+            status = followed
         result = remote_result(handle, status)
         run_facts = RegionRunFacts(
             carrier=facts.carrier,
@@ -264,8 +271,7 @@ class RegionRunner:
         outcome = self.collect(decision, run_facts, spark_conf)
         self.forget()
         ended = f"application {handle.remote_id} (submitted by try {handle.try_number}) ended {status.state}"
-        self.raise_for_failure(result, ended)
-        return outcome
+        return self.failure_of(result, ended) or outcome
 
     # ------------------------------------------------------------------ 1. inputs
 
@@ -309,8 +315,8 @@ class RegionRunner:
     def waited_s(self) -> float | None:
         return time.time() - self.waited_since if self.waited_since else None
 
-    def reserve(self, launcher: Launcher, decision: RegionDecision) -> Grant:
-        self._grant = reserve_capacity(
+    def reserve(self, launcher: Launcher, decision: RegionDecision) -> Grant | AwaitCapacity | Failed:
+        reserved = reserve_capacity(
             self.settings,
             self.storage_options,
             launcher,
@@ -323,7 +329,9 @@ class RegionRunner:
             self.app_name,
             self.log,
         )
-        return self._grant
+        if isinstance(reserved, Grant):
+            self._grant = reserved
+        return reserved
 
     # ------------------------------------------------------------------ 5. launch
 
@@ -335,7 +343,7 @@ class RegionRunner:
         inputs: Mapping[str, StageInputs],
         capacity: CapacityRecord,
         timings: dict[str, float],
-    ) -> Succeeded:
+    ) -> RegionOutcome:
         job = build_region_job(self.plan, self.region, self.tasks, decision, inputs, self.folder, self.settings)
         # A warm region runs with the pool's application settings; only its session settings are its own.
         app_conf = {} if launcher.capacity_kind == "none" else self.application_conf(launcher, decision)
@@ -351,6 +359,8 @@ class RegionRunner:
         clock, launched = time.perf_counter(), time.time()
         carried = RunFacts(carrier.trace(), dict(capacity.trace), capacity.reduced_to_executors, dict(timings))
         result = self.launch(launcher, spec, carried)
+        if not isinstance(result, LaunchResult):
+            return result
         facts = RegionRunFacts(
             carrier=carrier.trace(),
             capacity=capacity,
@@ -360,8 +370,7 @@ class RegionRunner:
         )
         outcome = self.collect(decision, facts, spark_conf)
         self.forget()  # collected: a retry from here on submits its own application
-        self.raise_for_failure(result)
-        return outcome
+        return self.failure_of(result) or outcome
 
     def application_conf(self, launcher: Launcher, decision: RegionDecision) -> dict[str, str]:
         conf = application_conf(
@@ -379,9 +388,9 @@ class RegionRunner:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""
         self.report.region_info(self.region, self.folder.path, self.leader.task_id, try_number, self.members)
 
-    def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult:
+    def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult | AwaitApplication | Failed:
         if self._killed:
-            raise RuntimeError(f"region {self.region} was killed before it was submitted")
+            return Failed(RuntimeError(f"region {self.region} was killed before it was submitted"))
         live = self.report.live_link(launcher.ui_links)  # the Spark UI link, while the application runs
         return self.submission.launch(launcher, spec, facts, live, self.folder.path, self.run.try_number)
 
@@ -393,5 +402,5 @@ class RegionRunner:
         args = (self.folder, decision, facts, spark_conf, self.history, self.log, self.statuses)
         return collect_region(self.region, self.members, *args)
 
-    def raise_for_failure(self, result: LaunchResult, ended: str | None = None) -> None:
-        raise_for_failure(self.region, self.members, self.statuses, result, self.log, ended)
+    def failure_of(self, result: LaunchResult, ended: str | None = None) -> Failed | None:
+        return failure_of(self.region, self.members, self.statuses, result, self.log, ended)

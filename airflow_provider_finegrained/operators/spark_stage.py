@@ -226,7 +226,7 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         waited: Mapping[str, float] | None,
         resume: tuple[LaunchHandle, RunFacts, LaunchStatus] | None = None,
     ) -> dict[str, Any]:
-        from airflow_provider_finegrained.execution.region_outcome import outcome_of
+        from airflow_provider_finegrained.execution.region_outcome import Failed
         from airflow_provider_finegrained.execution.region_sequence import RegionRunner
         from airflow_provider_finegrained.operators.task_report import TaskReport
 
@@ -245,7 +245,9 @@ class SparkStageOperator(LineageMixin, StageDeclarationMixin, BaseOperator):
         )
         self._process = runner
         try:
-            outcome = outcome_of(runner.execute if resume is None else lambda: runner.follow(*resume))
+            outcome = runner.execute() if resume is None else runner.follow(*resume)
+        except Exception as exc:  # not one of the ways a region ends: still recorded where the UI shows it
+            outcome = Failed(exc)
         finally:
             self._process = None
             # Also for a failed region: its application's UI is where to look for why.

@@ -19,6 +19,7 @@ from airflow.sdk import DAG
 
 from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
 from airflow_provider_finegrained.execution.region_errors import ApplicationStatusUnknown
+from airflow_provider_finegrained.execution.region_outcome import Failed
 from airflow_provider_finegrained.execution.region_sequence import RegionRunner
 from airflow_provider_finegrained.launchers.base import LaunchHandle
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator, dag_plan
@@ -131,13 +132,15 @@ def test_an_application_still_unknown_fails_the_try_instead_of_submitting_again(
         f"region {run.region} (stages only): cannot tell whether application {DRIVER_ID}, submitted by try 1, still "
         "runs on spark://127.0.0.1:7077: "
     )
-    with pytest.raises(ApplicationStatusUnknown, match=re.escape(message)) as raised:
-        run.record.prior_application()
-    assert "not submitting again, which could run two applications of this region side by side" in str(raised.value)
+    found = run.record.prior_application()
+    assert isinstance(found, Failed) and not found.final  # a retry asks again
+    assert isinstance(found.error, ApplicationStatusUnknown)
+    assert re.match(re.escape(message), str(found.error))
+    assert "not submitting again, which could run two applications of this region side by side" in str(found.error)
     assert (
         f"delete the task state key {APPLICATION_KEY!r} of task 'only' (DELETE /api/v2/dags/reattach_decision/"
         f"dagRuns/run-1/taskInstances/only/state-store/{APPLICATION_KEY}) and clear the task"
-    ) in str(raised.value)
+    ) in str(found.error)
     assert store.values == {APPLICATION_KEY: HANDLE.to_dict()}  # kept: a retry asks again
 
 

@@ -20,6 +20,7 @@ from airflow.sdk import DAG
 from airflow_provider_finegrained.execution.reattach import APPLICATION_KEY
 from airflow_provider_finegrained.execution.region_context import RunFacts
 from airflow_provider_finegrained.execution.region_errors import SubmitTimeoutError
+from airflow_provider_finegrained.execution.region_outcome import Failed
 from airflow_provider_finegrained.execution.region_sequence import RegionRunner
 from airflow_provider_finegrained.launchers.base import LaunchSpec
 from airflow_provider_finegrained.launchers.yarn.launcher import YarnLauncher
@@ -58,13 +59,13 @@ def test_submit_timeout_in_cluster_mode_kills_an_application_never_accepted(
     context = {"ti": RecordingTaskInstance(), "run_id": "run-1", "task_state_store": store}
     runner = RegionRunner(leader, plan, plan.stages["only"].region, settings, context, TaskReport(context))
     spec = LaunchSpec(runner.region, runner.app_name, str(tmp_path / "job.json"), timeout_s=leader.submit_timeout)
-    with pytest.raises(SubmitTimeoutError) as raised:
-        runner.launch(YarnLauncher(settings), spec, RunFacts({"mode": "cold"}))
-    assert str(raised.value).startswith(
+    failed = runner.launch(YarnLauncher(settings), spec, RunFacts({"mode": "cold"}))
+    assert isinstance(failed, Failed) and isinstance(failed.error, SubmitTimeoutError)
+    assert str(failed.error).startswith(
         f"stage 'only': region {runner.region} (stages only) did not end within submit_timeout (1 s after its "
         f"submission): application {APP_ID} was still "
     )
-    assert "ACCEPTED" in str(raised.value)
+    assert "ACCEPTED" in str(failed.error)
     # Killed where it waits, not only its spark-submit: the ResourceManager was told; nothing left to reattach to.
     assert ("PUT", f'/ws/v1/cluster/apps/{APP_ID}/state {{"state": "KILLED"}}') in manager.requests
     assert manager.apps[APP_ID] == ("KILLED", "KILLED")
