@@ -1,12 +1,15 @@
 """The no-regression check, side by side: the TPC-H example at two commits, on the loopback standalone cluster
-(``airflow dags test``) and under ``airflow standalone`` (the embedded default), one after the other.
+(``airflow dags test``) and under ``airflow standalone`` (the embedded default), alternating.
 
-    .venv/bin/python scripts/base_vs_head.py --base 4c63f14 [--head HEAD] [--scale 0.01]
+    .venv/bin/python scripts/base_vs_head.py --base 4c63f14 [--head HEAD] [--scale 0.01] [--rounds 2]
 
 Each commit is checked out into its own worktree and its provider is put first on PYTHONPATH (of Airflow, of
 spark-submit's driver and of the executors), so the one virtualenv runs either. One standalone cluster (2
-workers of 2 cores) and one data set serve both. Prints one JSON line per commit and writes them to
-``.cache/base-vs-head/results.jsonl``.
+workers of 2 cores) and one data set serve both. Rounds alternate the order (base, head; then head, base; ...)
+so that a machine growing busier or a cache growing warmer favours neither. Each measurement records the JVM
+options it ran with (``JAVA_TOOL_OPTIONS``: unset, as users start their JVMs) and the load average before it.
+Prints one JSON line per measurement, then each commit's median and the ratio head/base, and writes the lines
+to ``.cache/base-vs-head/results.jsonl``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -111,11 +115,52 @@ def under_standalone(source: Path, work: Path, data: Path) -> tuple[float, str]:
             subprocess.run([*stop, str(pool)], env=env, capture_output=True, check=False)
 
 
+def order(rounds: int) -> list[str]:
+    """Which commit runs when: base, head; head, base; ... (each round reverses the one before)."""
+    return [label for r in range(rounds) for label in (("base", "head") if r % 2 == 0 else ("head", "base"))]
+
+
+def measure(label: str, rev: str, source: Path, work: Path, cluster: dict[str, Any], data: Path) -> dict[str, Any]:
+    """One measurement of one commit: the cluster run, then the ``airflow standalone`` run."""
+    load_before = os.getloadavg()[0]
+    cluster_s, cluster_ok = on_cluster(source, work, cluster, data)
+    standalone_load = os.getloadavg()[0]
+    standalone_s, state = under_standalone(source, work, data)
+    return {
+        "label": label,
+        "rev": rev,
+        "java_tool_options": None,  # popped for both runs: users' JVMs start without the suite's options
+        "standalone_cluster_s": round(cluster_s, 1),
+        "cluster_ok": cluster_ok,
+        "cluster_load_1m": round(load_before, 2),
+        "airflow_standalone_s": round(standalone_s, 1),
+        "airflow_standalone_state": state,
+        "standalone_load_1m": round(standalone_load, 2),
+    }
+
+
+def summary(results: list[dict[str, Any]]) -> list[str]:
+    """Each commit's median per run kind and the ratio head/base."""
+    lines = []
+    for key in ("standalone_cluster_s", "airflow_standalone_s"):
+        medians = {
+            label: statistics.median(r[key] for r in results if r["label"] == label) for label in ("base", "head")
+        }
+        ratio = medians["head"] / medians["base"] if medians["base"] else float("nan")
+        each = {label: [r[key] for r in results if r["label"] == label] for label in ("base", "head")}
+        lines.append(
+            f"{key}: base {medians['base']:.1f} s {each['base']}, head {medians['head']:.1f} s {each['head']}, "
+            f"head/base {ratio:.2f}"
+        )
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True)
     parser.add_argument("--head", default="HEAD")
     parser.add_argument("--scale", default="0.01")
+    parser.add_argument("--rounds", type=int, default=1, help="measurements of each commit, alternating (default 1)")
     args = parser.parse_args()
     out = REPO / ".cache" / "base-vs-head"
     shutil.rmtree(out, ignore_errors=True)
@@ -127,26 +172,24 @@ def main() -> int:
     generate(float(args.scale), data)
     python = [str(VENV / "python"), "-m", "airflow_provider_finegrained", "cluster"]
     subprocess.run([*python, "start", "--dir", str(out / "spark")], check=True, capture_output=True)
+    revs = {"base": args.base, "head": args.head}
     results = []
     try:
         cluster = json.loads((out / "spark" / "cluster.json").read_text())
-        for label, rev in (("base", args.base), ("head", args.head)):
-            source = checkout(rev, out / f"src-{label}")
-            work = out / label
+        sources = {label: checkout(rev, out / f"src-{label}") for label, rev in revs.items()}
+        for n, label in enumerate(order(args.rounds)):
+            work = out / f"{n}-{label}"
             work.mkdir()
-            cluster_s, cluster_ok = on_cluster(source, work, cluster, data)
-            standalone_s, state = under_standalone(source, work, data)
-            results.append(
-                {"label": label, "rev": rev, "standalone_cluster_s": round(cluster_s, 1), "cluster_ok": cluster_ok,
-                 "airflow_standalone_s": round(standalone_s, 1), "airflow_standalone_state": state}
-            )  # fmt: skip
+            results.append(measure(label, revs[label], sources[label], work, cluster, data))
             print(json.dumps(results[-1]), flush=True)
     finally:
         subprocess.run([*python, "stop", "--dir", str(out / "spark")], check=False, capture_output=True)
-        for label in ("base", "head"):
+        for label in revs:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(out / f"src-{label}")],
                            check=False, capture_output=True)  # fmt: skip
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    if {r["label"] for r in results} == {"base", "head"}:
+        print("\n".join(summary(results)))
     return 0 if all(r["cluster_ok"] and r["airflow_standalone_state"] == "success" for r in results) else 1
 
 
