@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import os
 import re
 import shutil
@@ -16,11 +14,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_provider_finegrained.hooks.storage_options import (
-    StorageConnection,
-    secret_option_values,
-    storage_options,
+from airflow_provider_finegrained.hooks.airflow_connection import (
+    ACCEPTED_CONN_TYPES,
+    CONN_TYPE,
+    DEFAULT_CONN_ID,
+    connection_extras,
+    mask,
 )
+from airflow_provider_finegrained.hooks.storage_connection import connection_storage_options
 from airflow_provider_finegrained.planning import format_bytes
 from airflow_provider_finegrained.settings import (
     ConnectionSettings,
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     from airflow_provider_finegrained.capacity.sources import ClusterCapacity
     from airflow_provider_finegrained.planning import WorkerCapacity
 
-CONN_TYPE = "finegrained_spark"
-ACCEPTED_CONN_TYPES = (CONN_TYPE, "generic")
 CONFIG_SECTION = "finegrained"
 MINIMUM_JAVA = 17
 WEBUI_TIMEOUT_S = 5.0
@@ -101,7 +100,7 @@ class FineGrainedSparkHook(BaseHook):
     """
 
     conn_name_attr = "finegrained_spark_conn_id"
-    default_conn_name = "finegrained_spark_default"
+    default_conn_name = DEFAULT_CONN_ID
     conn_type = CONN_TYPE
     hook_name = "Fine-grained Spark"
 
@@ -145,7 +144,7 @@ class FineGrainedSparkHook(BaseHook):
             )
             return settings
         if conn.password:
-            self._mask(conn.password)
+            mask(conn.password)
         # A variable holding only a master URL (`local[4]`) is parsed as a URI with no scheme: no type.
         if not conn.conn_type:
             raise ConnectionSettingsError(
@@ -161,7 +160,7 @@ class FineGrainedSparkHook(BaseHook):
         try:
             settings = ConnectionSettings.from_connection_fields(
                 conn.host,
-                _extras(conn.extra),
+                connection_extras(conn.extra),
                 defaults=defaults,
                 airflow_home=airflow_home(),
                 port=conn.port,
@@ -174,14 +173,7 @@ class FineGrainedSparkHook(BaseHook):
 
     def _mask_secrets(self, settings: ConnectionSettings) -> None:
         for value in settings.secret_values():
-            self._mask(value)
-
-    @staticmethod
-    def _mask(value: str) -> None:
-        # The Task SDK's mask_secret also tells the supervisor, so its log output is masked too.
-        from airflow.sdk.log import mask_secret
-
-        mask_secret(value)
+            mask(value)
 
     def _warn_about(self, settings: ConnectionSettings) -> None:
         if settings.storage_is_local and not settings.is_local:
@@ -199,39 +191,9 @@ class FineGrainedSparkHook(BaseHook):
         NameNode's WebHDFS address from ``hadoop_conf_dir`` (``storage/hdfs.py``). The credentials it returns are
         registered with Airflow's secrets masker and never logged; see ``hooks.storage_options`` for the
         mapping per scheme (s3 from an ``aws`` connection, gs from a ``google_cloud_platform`` one). ``settings``:
-        those of this hook's connection, when the caller has them already (the warm pool's start).
+        those of this hook's connection, when the caller has them already.
         """
-        settings = settings or self.get_settings()
-        conn_id = settings.storage_conn_id
-        if conn_id is None and settings.storage_scheme == "hdfs":
-            from airflow_provider_finegrained.storage.errors import StorageConfigError
-            from airflow_provider_finegrained.storage.hdfs import webhdfs_url
-
-            # The Airflow side and the driver's Python reach HDFS over the NameNode's WebHDFS; where no address
-            # can be found, the first storage call says so, naming the root and what to set.
-            with contextlib.suppress(StorageConfigError):
-                return {"webhdfs_url": webhdfs_url(settings.storage_root, settings.hadoop_conf_dir)}
-            return {}
-        if conn_id is None or settings.storage_is_local:
-            return {}
-        try:
-            conn = self.get_connection(conn_id)
-        except AirflowNotFoundException:
-            raise ConnectionSettingsError(
-                f"storage_conn_id: connection {conn_id!r} (named by {self.finegrained_spark_conn_id!r}) is not "
-                "defined; allowed: the id of an Airflow connection holding the storage root's credentials"
-            ) from None
-        if conn.password:
-            self._mask(conn.password)
-        try:
-            extra = _extras(conn.extra)
-        except ConnectionSettingsError as exc:
-            raise ConnectionSettingsError(f"storage_conn_id: connection {conn_id!r}: {exc}") from None
-        stored = StorageConnection(conn_id, conn.conn_type, conn.login, conn.password, extra)
-        options = storage_options(settings.storage_scheme, stored)
-        for value in secret_option_values(options):
-            self._mask(value)
-        return options
+        return connection_storage_options(settings or self.get_settings(), self.finegrained_spark_conn_id)
 
     def test_connection(self) -> tuple[bool, str]:
         """Check the settings, Java, the master and every service the connection names; one readable message.
@@ -261,19 +223,6 @@ class FineGrainedSparkHook(BaseHook):
             # The probe's first line names the root (redacted), the step and the cause; a filesystem's own
             # text after it can run to pages (pyarrow's HDFS lists every libjvm path it tried).
             return Check("storage", False, str(exc).splitlines()[0])
-
-
-def _extras(extra: str | None) -> dict[str, Any]:
-    # Connection.extra_dejson logs and returns {} for malformed JSON, silently dropping every setting.
-    if not extra or not extra.strip():
-        return {}
-    try:
-        data = json.loads(extra)
-    except json.JSONDecodeError as exc:
-        raise ConnectionSettingsError(f"extra: not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(data, dict):
-        raise ConnectionSettingsError(f"extra: {type(data).__name__} given; allowed: a JSON object")
-    return data
 
 
 def _check_java(java_home: str | None) -> tuple[bool, str]:

@@ -223,9 +223,10 @@ def connection_storage_options(settings: Any) -> dict[str, Any]:
     credentials; for ``hdfs://``, the NameNode's web address from ``hadoop_conf_dir``); empty for a local root."""
     if settings.storage_is_local:
         return {}  # no Airflow connection to read
-    from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook
+    from airflow_provider_finegrained.hooks.airflow_connection import DEFAULT_CONN_ID
+    from airflow_provider_finegrained.hooks.storage_connection import connection_storage_options as read_options
 
-    return FineGrainedSparkHook().storage_options(settings)
+    return read_options(settings, DEFAULT_CONN_ID)
 
 
 def ensure_started(
