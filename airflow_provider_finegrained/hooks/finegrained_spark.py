@@ -436,7 +436,7 @@ def _warm_pool_check(url: str) -> Check:
 
 def _warm_pool_connection_check(conn_id: str) -> Check:
     """The server an external pool's Airflow connection names (its token stays in the connection)."""
-    from airflow_provider_finegrained.warm.pool import external_from_connection
+    from airflow_provider_finegrained.warm.external import external_from_connection
     from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
 
     try:
