@@ -1,4 +1,5 @@
-"""Reading an Airflow connection: its type, its extras as JSON, its secrets masked, what to say when it is missing.
+"""Reading an Airflow connection: its type, its extras as JSON, its secrets masked, what to say when it is missing
+or unreadable.
 
 What both the ``finegrained_spark`` connection and the storage connection it names need; no hook class.
 """
@@ -36,3 +37,37 @@ def connection_extras(extra: str | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConnectionSettingsError(f"extra: {type(data).__name__} given; allowed: a JSON object")
     return data
+
+
+def connection_env_variable(conn_id: str) -> str:
+    """The environment variable Airflow reads the connection from (its own spelling: the id in upper case)."""
+    return "AIRFLOW_CONN_" + conn_id.upper()
+
+
+def connection_forms(conn_id: str) -> str:
+    """How to write the connection's environment variable, as JSON and as a URI."""
+    env = connection_env_variable(conn_id)
+    return (
+        f'{env}=\'{{"conn_type": "{CONN_TYPE}", "host": "local[*]"}}\' (JSON) or '
+        f"{env}='finegrained-spark://?master=local%5B*%5D' (URI; the master URL-encoded)"
+    )
+
+
+def unreadable_env_message(conn_id: str) -> str:
+    """The error for a connection variable that is set but that Airflow cannot parse (never its value)."""
+    return (
+        f"the environment variable {connection_env_variable(conn_id)} is set but Airflow cannot read connection "
+        f"{conn_id!r} from it (not valid JSON, nor a connection URI); write it as {connection_forms(conn_id)}"
+    )
+
+
+def missing_connection_message(conn_id: str) -> str:
+    """The error for a connection that is not defined: how to define it."""
+    env = connection_env_variable(conn_id)
+    return (
+        f"the {CONN_TYPE} connection {conn_id!r} is not defined; create it with "
+        f"`airflow connections add {conn_id} --conn-type {CONN_TYPE} --conn-host 'local[*]'` "
+        f'(add --conn-extra \'{{"storage_root": "s3://bucket/prefix"}}\' for more settings), or set '
+        f'{env}=\'{{"conn_type": "{CONN_TYPE}", "host": "local[*]"}}\'; '
+        f"only {DEFAULT_CONN_ID!r} falls back to local Spark when undefined"
+    )
