@@ -109,7 +109,7 @@ def under_standalone(source: Path, work: Path, data: Path) -> tuple[float, str]:
         airflow.stop()
         # A warm pool started by the run outlives it until idle: stop it now, not during the next measurement.
         stop = [str(VENV / "python"), "-m", "airflow_provider_finegrained", "warm", "stop", "--dir"]
-        from airflow_provider_finegrained.warm.pool import pool_folders  # either layout: base may predate <host>/
+        from airflow_provider_finegrained.warm.folders import pool_folders  # either layout: base may predate <host>/
 
         for pool in pool_folders(home / "finegrained" / "storage" / "_warm"):
             subprocess.run([*stop, str(pool)], env=env, capture_output=True, check=False)

@@ -7,17 +7,12 @@ URL a client connects with).
 """
 
 from airflow_provider_finegrained.warm.auth import client_url
+from airflow_provider_finegrained.warm.control import WarmPoolStopError, status, stop
+from airflow_provider_finegrained.warm.folders import auto_folder
 from airflow_provider_finegrained.warm.health import check_health, check_pool
-from airflow_provider_finegrained.warm.pool import (
-    WarmPoolStopError,
-    auto_folder,
-    ensure_started,
-    in_use,
-    pool_for,
-    status,
-    stop,
-)
+from airflow_provider_finegrained.warm.pool import in_use, pool_for
 from airflow_provider_finegrained.warm.server import PoolShape, WarmPoolConfigError, pool_shape
+from airflow_provider_finegrained.warm.start import ensure_started
 from airflow_provider_finegrained.warm.state import Lease, WarmPool, WarmPoolUnavailable
 
 __all__ = [

@@ -286,7 +286,7 @@ def start_warm_pool(work: Path, airflow_home: Path, variant: Variant) -> float:
 
 def warm_folders(airflow_home: Path | None) -> list[Path]:
     """The folders warm pools of this AIRFLOW_HOME's storage may live in (the provider's ``pool_folders``)."""
-    from airflow_provider_finegrained.warm.pool import pool_folders
+    from airflow_provider_finegrained.warm.folders import pool_folders
 
     root = (airflow_home or Path("/nonexistent")) / "finegrained" / "storage" / "_warm"
     return [Path(folder) for folder in pool_folders(root)]
@@ -301,7 +301,7 @@ def warm_pool_processes(airflow_home: Path | None) -> list[Any]:
 
 def stop_warm_pools(airflow_home: Path | None) -> None:
     """Stop every warm pool the benchmark's Airflow started (they outlive runs by design)."""
-    from airflow_provider_finegrained.warm.pool import stop
+    from airflow_provider_finegrained.warm.control import stop
 
     for folder in warm_folders(airflow_home):
         stop(str(folder))

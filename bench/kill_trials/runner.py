@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from airflow_provider_finegrained.warm.pool import pool_folders
+from airflow_provider_finegrained.warm.folders import pool_folders
 from bench.kill_trials import processes
 from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
 from bench.kill_trials.outcome import EXPECTED_ROWS, TrialRecord, classify, passed

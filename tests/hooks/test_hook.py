@@ -14,11 +14,8 @@ from airflow.sdk._shared.secrets_masker import SecretsMasker, _secrets_masker
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_provider_finegrained.hooks import FineGrainedSparkHook as LazyHook
-from airflow_provider_finegrained.hooks.finegrained_spark import (
-    FineGrainedSparkHook,
-    _check_java_directly,
-    read_config_defaults,
-)
+from airflow_provider_finegrained.hooks.finegrained_spark import FineGrainedSparkHook, read_config_defaults
+from airflow_provider_finegrained.hooks.java_check import check_java_directly
 from airflow_provider_finegrained.settings import ConnectionSettingsError
 from airflow_provider_finegrained.settings.cluster import available_cpus
 
@@ -299,11 +296,11 @@ def test_java_check_without_the_spark_module(tmp_path: Path) -> None:
     java.parent.mkdir()
     java.write_text("#!/bin/sh\necho 'openjdk version \"21\" 2023-09-19' >&2\n")
     java.chmod(0o755)
-    assert _check_java_directly(str(tmp_path)) == (True, f"Java 21 at {java}")
+    assert check_java_directly(str(tmp_path)) == (True, f"Java 21 at {java}")
     java.write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
-    ok, message = _check_java_directly(str(tmp_path))
+    ok, message = check_java_directly(str(tmp_path))
     assert not ok and "Java 8" in message
-    assert _check_java_directly(str(tmp_path / "missing"))[0] is False
+    assert check_java_directly(str(tmp_path / "missing"))[0] is False
 
 
 # A malformed AIRFLOW_CONN_* variable must never silently become local Spark (issue 34, item 4).
@@ -360,7 +357,7 @@ def test_an_empty_env_variable_is_unset_as_airflow_reads_it(monkeypatch: pytest.
 
 @pytest.mark.security
 def test_both_forms_the_errors_suggest_are_read_as_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_finegrained.hooks.finegrained_spark import connection_forms
+    from airflow_provider_finegrained.hooks.airflow_connection import connection_forms
 
     forms = connection_forms("fg_forms").split(" or ")
     assert len(forms) == 2

@@ -14,7 +14,12 @@ from typing import Annotated, Any
 import pytest
 
 from airflow_provider_finegrained import secrets
-from airflow_provider_finegrained.hooks import finegrained_spark, storage_options
+from airflow_provider_finegrained.hooks import (
+    airflow_connection,
+    finegrained_spark,
+    storage_connection,
+    storage_options,
+)
 from airflow_provider_finegrained.settings import ConnectionSettings, SettingsModel, settable_fields, setting_of
 from airflow_provider_finegrained.settings.coercion import spark_conf
 from airflow_provider_finegrained.settings.field import json_object, string
@@ -114,6 +119,8 @@ MASKING_MODULES = sorted(
         *(PACKAGE / "settings").glob("*.py"),
         Path(secrets.__file__),
         Path(finegrained_spark.__file__),
+        Path(airflow_connection.__file__),
+        Path(storage_connection.__file__),
         Path(storage_options.__file__),
     ]
 )

@@ -20,7 +20,7 @@ from airflow_provider_finegrained.storage.locations import (
     stage_folder,
 )
 from airflow_provider_finegrained.storage.probe import PROBE_PREFIX
-from airflow_provider_finegrained.warm.pool import WARM_FOLDER
+from airflow_provider_finegrained.warm.folders import WARM_FOLDER
 
 pytestmark = pytest.mark.security
 

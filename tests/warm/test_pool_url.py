@@ -16,9 +16,9 @@ from typing import Any
 import grpc  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from airflow_provider_finegrained.warm import pool as pool_module
+from airflow_provider_finegrained.warm import loopback
 from airflow_provider_finegrained.warm.auth import client_url
-from airflow_provider_finegrained.warm.pool import hold_localhost, localhost_addresses, pool_url
+from airflow_provider_finegrained.warm.loopback import hold_localhost, localhost_addresses, pool_url
 from airflow_provider_finegrained.warm.server import HOST
 from airflow_provider_finegrained.warm.state import WarmPoolUnavailable
 
@@ -141,8 +141,8 @@ def test_a_port_taken_on_ipv6_loopback_is_not_the_pools(monkeypatch: pytest.Monk
         taken = int(squatter.getsockname()[1])
         assert hold_localhost(taken) is None
         ports = iter([taken])
-        monkeypatch.setattr(pool_module, "free_port", lambda: next(ports, 0) or _free_port())
-        port, guards = pool_module._pool_port()
+        monkeypatch.setattr(loopback, "free_port", lambda: next(ports, 0) or _free_port())
+        port, guards = loopback.pool_port()
         try:
             assert port != taken and guards
         finally:

@@ -110,7 +110,7 @@ def test_a_url_that_is_not_spark_connect_is_refused() -> None:
 
 
 def test_pool_folders_finds_per_host_folders_and_those_of_an_earlier_layout(tmp_path: Path) -> None:
-    from airflow_provider_finegrained.warm.pool import pool_folders
+    from airflow_provider_finegrained.warm.folders import pool_folders
 
     (tmp_path / "_warm" / "worker-1" / "local_2_").mkdir(parents=True)  # <host>/<master>
     (tmp_path / "_warm" / "spark___m_7077").mkdir()  # <master>, before per-host folders
