@@ -26,7 +26,8 @@ from airflow_provider_finegrained.launchers.base import (
 )
 from airflow_provider_finegrained.launchers.remote import RemoteApplication
 from airflow_provider_finegrained.settings.cluster import ClusterSettings
-from airflow_provider_finegrained.spark.process import SparkSubmitTimeout, find_driver_id
+from airflow_provider_finegrained.spark.log_ids import find_driver_id
+from airflow_provider_finegrained.spark.process import SparkSubmitTimeout
 
 __all__ = ["Submission"]
 

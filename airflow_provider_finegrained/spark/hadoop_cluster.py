@@ -25,7 +25,11 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 from airflow_provider_finegrained.launchers.http import get_json
 from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS, check_java
 from airflow_provider_finegrained.spark.maven import MavenError, cache_root, resolve_jars
-from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
+from airflow_provider_finegrained.spark.process_tree import (
+    ProcessTreeSurvivedError,
+    terminate_processes,
+    with_descendants,
+)
 from airflow_provider_finegrained.spark.state_file import read_state, write_state
 from airflow_provider_finegrained.spark.submit import spark_home
 

@@ -23,7 +23,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import (
+from airflow_provider_finegrained.spark.process_tree import (
     ProcessTreeSurvivedError,
     live,
     signal_processes,

@@ -22,7 +22,7 @@ from urllib.parse import quote, urlsplit
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, wait_gone
+from airflow_provider_finegrained.spark.process_tree import ProcessTreeSurvivedError, terminate_processes, wait_gone
 from airflow_provider_finegrained.storage.locations import plain_name
 from airflow_provider_finegrained.warm.auth import new_token, remove_token, split_token, write_token
 from airflow_provider_finegrained.warm.health import check_health

@@ -22,11 +22,8 @@ from airflow_provider_finegrained.runtime.output import (
 )
 from airflow_provider_finegrained.runtime.output_cleanup import cleanup_uncommitted
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import (
-    SparkSubmitProcess,
-    process_group_members,
-    run_spark_submit,
-)
+from airflow_provider_finegrained.spark.process import SparkSubmitProcess, run_spark_submit
+from airflow_provider_finegrained.spark.process_tree import process_group_members
 from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
