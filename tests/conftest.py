@@ -165,7 +165,7 @@ def hadoop_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real Spark standalone cluster on 127.0.0.1 (2 workers x 2 cores x 4g) for the session: tests/cluster's,
     and the warm pool's on a cluster (tests/warm/test_standalone.py), one cluster start for both."""
-    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
     from tests.cluster.conftest import assert_all_gone
 
     work_dir: Path = tmp_path_factory.mktemp("standalone")

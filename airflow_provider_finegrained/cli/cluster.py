@@ -61,7 +61,8 @@ def connection_extra(
 
 def _start(args: argparse.Namespace) -> int:
     from airflow_provider_finegrained.spark.java import SparkEnvironmentError
-    from airflow_provider_finegrained.spark.standalone import ClusterStartError, start_local_cluster
+    from airflow_provider_finegrained.spark.standalone import ClusterStartError
+    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 
     try:
         cluster = start_local_cluster(args.dir, args.workers, args.cores, args.memory, args.timeout)

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_finegrained.runtime.fence import Fence
 from airflow_provider_finegrained.runtime.job import StageStatus, status_path, trace_path, write_json
 from airflow_provider_finegrained.runtime.output import (
-    cleanup_uncommitted,
     ensure_inside_root,
     output_location,
     read_committed,
     stage_folder,
 )
+from airflow_provider_finegrained.runtime.output_cleanup import cleanup_uncommitted
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
 from airflow_provider_finegrained.storage.locations import (

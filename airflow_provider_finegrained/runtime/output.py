@@ -27,19 +27,18 @@ one attempt ran; Spark does not descend into the non-partition ``attempt-*`` fol
 ``recursiveFileLookup=true``: give it :attr:`CommittedOutput.uris` instead. Markers of protocol 1
 (data at the top of the location, published by a folder rename) are still read.
 
-Runs in the operator and inside the Spark driver; pyspark and pyarrow are imported lazily.
+This module holds the marker's record, the protocol's errors and the reader; writing and committing
+are in :mod:`runtime.output_commit`, clean-up of failed and superseded tries in
+:mod:`runtime.output_cleanup`. Runs in the operator and inside the Spark driver; pyspark and pyarrow
+are imported lazily.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_provider_finegrained.runtime.fence import Fence, rebased_fence
 from airflow_provider_finegrained.storage import filesystem
@@ -51,12 +50,8 @@ from airflow_provider_finegrained.storage.locations import (
     output_location,
     relative_to,
     sanitize_component,
-    spark_uri,
     stage_folder,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 __all__ = [
     "ATTEMPT_PREFIX",
@@ -65,6 +60,7 @@ __all__ = [
     "READABLE_PROTOCOLS",
     "SUPPORTED_FORMATS",
     "TMP_PREFIX",
+    "TRY_PREFIX",
     "CommittedOutput",
     "Fence",
     "FencedError",
@@ -72,31 +68,23 @@ __all__ = [
     "OutputCorruptError",
     "OutputError",
     "OutputNotCommittedError",
-    "begin_output",
-    "cleanup_uncommitted",
-    "commit_output",
-    "count_rows",
-    "data_files",
     "ensure_inside_root",
     "local_root",
     "output_location",
     "read_committed",
+    "read_marker",
     "sanitize_component",
     "stage_folder",
-    "write_and_commit",
-    "write_with",
 ]
 
 MARKER = "_COMMITTED"
 ATTEMPT_PREFIX = "attempt-"
 TMP_PREFIX = ".tmp-"
-"""Protocol 1's staging folders beside the outputs; :func:`cleanup_uncommitted` still removes them."""
+"""Protocol 1's staging folders beside the outputs; ``output_cleanup.cleanup_uncommitted`` still removes them."""
 PROTOCOL_VERSION = 2
 READABLE_PROTOCOLS = (1, 2)
 SUPPORTED_FORMATS = ("parquet", "orc")
 TRY_PREFIX = "try="
-
-_PART_NUMBER = re.compile(r"part-(\d+)")
 
 
 class OutputError(RuntimeError):
@@ -192,199 +180,12 @@ def local_root(root: str) -> str:
     return normalize_root(root)
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in SUPPORTED_FORMATS:
-        raise ValueError(f"unsupported output format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}")
+def read_marker(location: str, storage_options: StorageOptions, *, check_fence: bool = True) -> CommittedOutput:
+    """The committed output the marker at ``location`` records, without checking its files.
 
-
-def _hidden(relative: str) -> bool:
-    return any(part.startswith(("_", ".")) for part in relative.split("/"))
-
-
-def _part_sort_key(relative: str) -> tuple[str, int, str]:
-    folder, _, name = relative.rpartition("/")
-    match = _PART_NUMBER.match(name)
-    return folder, int(match.group(1)) if match else -1, name
-
-
-# ---------------------------------------------------------------- writing
-
-
-def _check_fence(fence: Fence | None, location: str, step: str, storage_options: StorageOptions) -> None:
-    if fence is None:
-        return
-    newer = fence.superseded_by(storage_options)
-    if newer is not None:
-        raise FencedError(
-            f"try {fence.token} may not {step} {location}: try {newer} of the stage has superseded it "
-            f"(fence {fence.folder}); this try's work is discarded and try {newer}'s output is the one read"
-        )
-
-
-def begin_output(location: str, *, storage_options: StorageOptions = None, fence: Fence | None = None) -> str:
-    """Check that ``location`` is not committed yet and return a fresh staging prefix inside it (not created).
-
-    With ``fence``, FencedError if a newer try has revoked it: no work starts for a superseded try.
+    OutputNotCommittedError without a marker or (with ``check_fence``) with a superseded try's marker;
+    OutputCorruptError if the marker cannot be read.
     """
-    _check_fence(fence, location, "write", storage_options)
-    marker = join(location, MARKER)
-    if filesystem.exists(marker, storage_options):
-        try:
-            _read_marker(location, storage_options)
-        except OutputNotCommittedError:
-            pass  # a superseded try's marker: the commit replaces it
-        else:
-            raise OutputAlreadyExistsError(f"output {location} already exists; refusing to write it again")
-    filesystem.make_folder(location, storage_options)
-    return join(location, f"{ATTEMPT_PREFIX}{uuid.uuid4().hex}")
-
-
-def data_files(folder: str, *, storage_options: StorageOptions = None) -> list[str]:
-    """Relative paths of the data files under ``folder`` in part order, skipping hidden ``_``/``.`` names."""
-    return sorted(
-        (name for name in filesystem.list_files(folder, storage_options) if not _hidden(name)), key=_part_sort_key
-    )
-
-
-def count_rows(paths: list[str], fmt: str, *, storage_options: StorageOptions = None) -> int:
-    """Rows in the given files (paths or URLs), from their footers only: no data is read."""
-    _check_format(fmt)
-    try:
-        import pyarrow.orc as orc  # type: ignore[import-untyped, unused-ignore]
-        import pyarrow.parquet as pq  # type: ignore[import-untyped, unused-ignore]
-    except ImportError as exc:
-        raise OutputError("counting output rows needs pyarrow: pip install pyarrow") from exc
-    rows = 0
-    for path in paths:
-        with filesystem.open_file(path, "rb", storage_options) as handle:
-            rows += int(pq.read_metadata(handle).num_rows) if fmt == "parquet" else int(orc.ORCFile(handle).nrows)
-    return rows
-
-
-def _publish(location: str, output: CommittedOutput, storage_options: StorageOptions) -> None:
-    """The commit's one publishing step: create the marker, exclusively, after every data file exists.
-
-    Fenced: the token is checked right before the marker is created and again after; a try that lost
-    in between removes its own marker (readers would refuse it anyway: its token is no longer current).
-    A superseded try's marker at the same location (a fixed ``output_path``) is replaced.
-    """
-    marker = join(location, MARKER)
-    body = json.dumps(output.to_dict() | {"committed_at": datetime.now(UTC).isoformat()}, indent=1).encode()
-    _check_fence(output.fence, location, "publish", storage_options)
-    try:
-        filesystem.create_exclusive(marker, body, storage_options)
-    except FileExistsError as exc:
-        if not _superseded_marker(location, storage_options):
-            raise OutputAlreadyExistsError(f"output {location} was committed by another writer meanwhile") from exc
-        filesystem.remove(marker, storage_options)
-        try:
-            filesystem.create_exclusive(marker, body, storage_options)
-        except FileExistsError as again:
-            raise OutputAlreadyExistsError(f"output {location} was committed by another writer meanwhile") from again
-    try:
-        _check_fence(output.fence, location, "publish", storage_options)
-        read_committed(location, storage_options=storage_options)  # every listed file there, with its size
-    except OutputError:
-        with contextlib.suppress(OutputError, OSError):
-            if _read_marker(location, storage_options, check_fence=False).attempt == output.attempt:
-                filesystem.remove(marker, storage_options)
-        raise
-
-
-def _superseded_marker(location: str, storage_options: StorageOptions) -> bool:
-    try:
-        _read_marker(location, storage_options)
-    except OutputNotCommittedError:
-        return filesystem.exists(join(location, MARKER), storage_options)
-    except OutputCorruptError:
-        return False
-    return False
-
-
-def commit_output(
-    staging: str,
-    location: str,
-    fmt: str = "parquet",
-    *,
-    storage_options: StorageOptions = None,
-    fence: Fence | None = None,
-) -> CommittedOutput:
-    """Measure the files written to ``staging`` (from :func:`begin_output`) and commit them as ``location``."""
-    _check_format(fmt)
-    try:
-        attempt = relative_to(location, staging)
-    except ValueError:
-        attempt = ""
-    if not attempt.startswith(ATTEMPT_PREFIX) or "/" in attempt:
-        raise ValueError(f"staging {staging} is not an attempt prefix of {location}; get one from begin_output")
-    listing = filesystem.list_files(staging, storage_options)
-    files = sorted((name for name in listing if not _hidden(name)), key=_part_sort_key)
-    if not files:
-        raise OutputError(f"no data files were written to {staging}; nothing to commit for {location}")
-    output = CommittedOutput(
-        path=location,
-        format=fmt,
-        partition_bytes=[listing[name] for name in files],
-        rows=count_rows([join(staging, name) for name in files], fmt, storage_options=storage_options),
-        files=[f"{attempt}/{name}" for name in files],
-        attempt=attempt,
-        fence=fence,
-    )
-    _publish(location, output, storage_options)
-    return output
-
-
-def write_with(
-    location: str,
-    write: Callable[[str], None],
-    fmt: str = "parquet",
-    *,
-    storage_options: StorageOptions = None,
-    fence: Fence | None = None,
-) -> CommittedOutput:
-    """Run ``write(staging)``, then commit; the attempt's files are removed if anything fails.
-
-    A try superseded meanwhile (``fence``) removes only its own attempt's files, never a newer try's.
-    """
-    _check_format(fmt)
-    staging = begin_output(location, storage_options=storage_options, fence=fence)
-    try:
-        write(staging)
-        return commit_output(staging, location, fmt, storage_options=storage_options, fence=fence)
-    except BaseException:
-        filesystem.remove(staging, storage_options)
-        filesystem.remove_empty_folder(location, storage_options)
-        raise
-
-
-def write_and_commit(
-    df: DataFrame,
-    location: str,
-    fmt: str = "parquet",
-    options: Mapping[str, str] | None = None,
-    root: str | None = None,
-    *,
-    storage_options: StorageOptions = None,
-    fence: Fence | None = None,
-) -> CommittedOutput:
-    """Write a Spark DataFrame to ``location`` with the commit protocol; refuse a committed location.
-
-    With ``root``, the location must also lie inside that storage root. Spark is given the staging
-    prefix as :func:`storage.locations.spark_uri` makes it (``file:///`` for local paths, ``s3a://``).
-    """
-    if root is not None:
-        ensure_inside_root(root, location)
-
-    def spark_write(staging: str) -> None:
-        df.write.format(fmt).options(**dict(options or {})).mode("error").save(spark_uri(staging))
-
-    return write_with(location, spark_write, fmt, storage_options=storage_options, fence=fence)
-
-
-# ---------------------------------------------------------------- reading and cleaning
-
-
-def _read_marker(location: str, storage_options: StorageOptions, *, check_fence: bool = True) -> CommittedOutput:
     marker = join(location, MARKER)
     try:
         raw = filesystem.read_bytes(marker, storage_options)
@@ -426,7 +227,7 @@ def read_committed(location: str, verify: bool = True, *, storage_options: Stora
     With ``verify``, every file the marker lists must exist with its recorded size (one listing).
     Read exactly :attr:`CommittedOutput.uris`: other files under the location are not part of it.
     """
-    output = _read_marker(location, storage_options)
+    output = read_marker(location, storage_options)
     if verify:
         found = filesystem.list_files(output.data_root, storage_options)
         for name, size in zip(output.files, output.partition_bytes, strict=True):
@@ -437,41 +238,3 @@ def read_committed(location: str, verify: bool = True, *, storage_options: Stora
                     f"{'no such file' if actual is None else actual}"
                 )
     return output
-
-
-def _clean_try(folder: str, storage_options: StorageOptions) -> list[str]:
-    """The attempts in one ``try=<n>`` folder that its marker does not name; all of it without a valid marker."""
-    try:
-        committed = _read_marker(folder, storage_options)
-    except OutputNotCommittedError:  # no marker, or a superseded try's
-        return [folder] if filesystem.remove(folder, storage_options) else []
-    except OutputCorruptError:
-        return []  # not sure what is committed: keep everything for a person to look at
-    removed = []
-    for name, is_folder in filesystem.list_folder(folder, storage_options):
-        if is_folder and name.startswith(ATTEMPT_PREFIX) and name != committed.attempt:
-            path = join(folder, name)
-            filesystem.remove(path, storage_options)
-            removed.append(path)
-    return removed
-
-
-def cleanup_uncommitted(stage_dir: str, *, storage_options: StorageOptions = None) -> list[str]:
-    """Remove what failed, killed or late tries left in a stage folder; returns the removed locations.
-
-    Removed: ``try=<n>`` folders without a marker or with a superseded try's marker, attempts a marker
-    does not name, and protocol 1 staging folders (``.tmp-*``). Call it after raising the stage's fence
-    (a revoked try may still be writing: it can no longer publish, and what it writes later is removed
-    by the next clean-up), or when no try of the stage is writing.
-    """
-    removed: list[str] = []
-    for name, is_folder in filesystem.list_folder(stage_dir, storage_options):
-        path = join(stage_dir, name)
-        if not is_folder:
-            continue
-        if name.startswith(TMP_PREFIX):
-            filesystem.remove(path, storage_options)
-            removed.append(path)
-        elif name.startswith(TRY_PREFIX):
-            removed += _clean_try(path, storage_options)
-    return removed

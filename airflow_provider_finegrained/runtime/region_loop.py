@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from airflow_provider_finegrained.runtime import api
 from airflow_provider_finegrained.runtime.fence import Fence
 from airflow_provider_finegrained.runtime.job import InputRef, RegionJob, StageJob, StageStatus
-from airflow_provider_finegrained.runtime.output import read_committed, write_and_commit
+from airflow_provider_finegrained.runtime.output import read_committed
+from airflow_provider_finegrained.runtime.output_commit import write_and_commit
 from airflow_provider_finegrained.runtime.spark_status import StageTaskReport
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import StorageOptions

@@ -23,9 +23,13 @@ from typing import Any
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import get_json
-from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS, check_java
+from airflow_provider_finegrained.spark.java import SPARK_MODULE_OPTIONS, JavaInfo, check_java
 from airflow_provider_finegrained.spark.maven import MavenError, cache_root, resolve_jars
-from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, with_descendants
+from airflow_provider_finegrained.spark.process_tree import (
+    ProcessTreeSurvivedError,
+    terminate_processes,
+    with_descendants,
+)
 from airflow_provider_finegrained.spark.state_file import read_state, write_state
 from airflow_provider_finegrained.spark.submit import spark_home
 
@@ -129,67 +133,19 @@ def start_hadoop_cluster(
     ``host``: the address other hosts reach HDFS at (YARN stays on 127.0.0.1); ``nodemanagers=0``: HDFS
     alone, without YARN.
     """
-    for name, value, least in (
-        ("nodemanagers", nodemanagers, 0),
-        ("vcores_per_node", vcores_per_node, 1),
-        ("memory_mb_per_node", memory_mb_per_node, 512),
-        ("min_allocation_mb", min_allocation_mb, 64),
-        ("small_queue_percent", small_queue_percent, 1),
-    ):
-        if value < least:
-            raise ValueError(f"{name}: {value} is too small; allowed: at least {least}")
-    if small_queue_percent >= 100:
-        raise ValueError(f"small_queue_percent: {small_queue_percent}; allowed: 1 to 99")
+    _check_sizes(nodemanagers, vcores_per_node, memory_mb_per_node, min_allocation_mb, small_queue_percent)
     work_dir = os.path.abspath(work_dir)
     if os.path.exists(os.path.join(work_dir, STATE_FILE)):
         raise HadoopClusterError(f"a cluster is already recorded in {work_dir}; stop it first")
     java = check_java()
     version = bundled_hadoop_version()
     classpath = resolve_classpath(version)
-    # What an earlier cluster in this folder left: a fresh NameNode is formatted on every start.
-    for leftover in ("conf", "dfs", "tmp"):
-        shutil.rmtree(os.path.join(work_dir, leftover), ignore_errors=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(work_dir, "cluster.properties"))
-    os.makedirs(os.path.join(work_dir, "logs"), exist_ok=True)
+    _clear_leftovers(work_dir)
     log_file = os.path.join(work_dir, "logs", "hadoop.log")
-    source = resources.files(RESOURCES)
-    env = dict(os.environ)
-    # The NodeManagers start containers with the JAVA_HOME they inherit.
-    env["JAVA_HOME"] = java.java_home or os.path.dirname(os.path.dirname(os.path.realpath(java.executable)))
-    env.pop("JAVA_TOOL_OPTIONS", None)  # a test harness's JIT flags are not meant for the services
-    command = [
-        java.executable,
-        "-Xmx1g",
-        *SPARK_MODULE_OPTIONS,  # Hadoop's services need the same opens
-        f"-Dlog4j.configuration=file:{source.joinpath('log4j.properties')}",
-        "-cp",
-        classpath,
-        str(source.joinpath(f"{MAIN_CLASS}.java")),
-        work_dir,
-        str(nodemanagers),
-        str(vcores_per_node),
-        str(memory_mb_per_node),
-        str(min_allocation_mb),
-        str(small_queue_percent),
-        host,
-    ]
-    with open(log_file, "ab") as log:
-        # A session of its own: the cluster outlives this process and a Ctrl-C at our terminal.
-        process = subprocess.Popen(
-            command, env=env, cwd=work_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    properties = os.path.join(work_dir, "cluster.properties")
+    sizes = (nodemanagers, vcores_per_node, memory_mb_per_node, min_allocation_mb, small_queue_percent)
+    process = _launch(java, classpath, work_dir, log_file, [*map(str, sizes), host])
     deadline = time.monotonic() + timeout_s
-    while not os.path.exists(properties):
-        if process.poll() is not None or time.monotonic() > deadline:
-            what = f"exited with {process.returncode}" if process.returncode is not None else "timed out"
-            with contextlib.suppress(ProcessTreeSurvivedError, psutil.NoSuchProcess):  # NoSuchProcess: it exited
-                terminate_processes(lambda: with_descendants([psutil.Process(process.pid)]), 30, "start-up")
-            raise HadoopClusterError(f"the Hadoop cluster {what} during start-up; see {log_file}:\n{_tail(log_file)}")
-        time.sleep(0.25)
-    found = _read_properties(properties)
+    found = _wait_for_properties(process, os.path.join(work_dir, "cluster.properties"), log_file, deadline)
     cluster = HadoopCluster(
         work_dir=work_dir,
         pid=process.pid,
@@ -208,6 +164,72 @@ def start_hadoop_cluster(
         _wait_for_nodes(cluster, deadline)
     write_state(os.path.join(work_dir, STATE_FILE), asdict(cluster))
     return cluster
+
+
+def _check_sizes(
+    nodemanagers: int, vcores_per_node: int, memory_mb_per_node: int, min_allocation_mb: int, small_queue_percent: int
+) -> None:
+    """ValueError naming the first size below what the services accept."""
+    for name, value, least in (
+        ("nodemanagers", nodemanagers, 0),
+        ("vcores_per_node", vcores_per_node, 1),
+        ("memory_mb_per_node", memory_mb_per_node, 512),
+        ("min_allocation_mb", min_allocation_mb, 64),
+        ("small_queue_percent", small_queue_percent, 1),
+    ):
+        if value < least:
+            raise ValueError(f"{name}: {value} is too small; allowed: at least {least}")
+    if small_queue_percent >= 100:
+        raise ValueError(f"small_queue_percent: {small_queue_percent}; allowed: 1 to 99")
+
+
+def _clear_leftovers(work_dir: str) -> None:
+    """Remove what an earlier cluster in ``work_dir`` left: a fresh NameNode is formatted on every start."""
+    for leftover in ("conf", "dfs", "tmp"):
+        shutil.rmtree(os.path.join(work_dir, leftover), ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(work_dir, "cluster.properties"))
+    os.makedirs(os.path.join(work_dir, "logs"), exist_ok=True)
+
+
+def _launch(java: JavaInfo, classpath: str, work_dir: str, log_file: str, args: list[str]) -> subprocess.Popen[bytes]:
+    """Start the services' JVM (``LoopbackHadoop.java`` with ``args``), its output appended to ``log_file``."""
+    source = resources.files(RESOURCES)
+    env = dict(os.environ)
+    # The NodeManagers start containers with the JAVA_HOME they inherit.
+    env["JAVA_HOME"] = java.java_home or os.path.dirname(os.path.dirname(os.path.realpath(java.executable)))
+    env.pop("JAVA_TOOL_OPTIONS", None)  # a test harness's JIT flags are not meant for the services
+    command = [
+        java.executable,
+        "-Xmx1g",
+        *SPARK_MODULE_OPTIONS,  # Hadoop's services need the same opens
+        f"-Dlog4j.configuration=file:{source.joinpath('log4j.properties')}",
+        "-cp",
+        classpath,
+        str(source.joinpath(f"{MAIN_CLASS}.java")),
+        work_dir,
+        *args,
+    ]
+    with open(log_file, "ab") as log:
+        # A session of its own: the cluster outlives this process and a Ctrl-C at our terminal.
+        return subprocess.Popen(
+            command, env=env, cwd=work_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def _wait_for_properties(
+    process: subprocess.Popen[bytes], properties: str, log_file: str, deadline: float
+) -> dict[str, str]:
+    """The addresses the services wrote to ``properties`` once up; the JVM is stopped if it exits or times out."""
+    while not os.path.exists(properties):
+        if process.poll() is not None or time.monotonic() > deadline:
+            what = f"exited with {process.returncode}" if process.returncode is not None else "timed out"
+            with contextlib.suppress(ProcessTreeSurvivedError, psutil.NoSuchProcess):  # NoSuchProcess: it exited
+                terminate_processes(lambda: with_descendants([psutil.Process(process.pid)]), 30, "start-up")
+            raise HadoopClusterError(f"the Hadoop cluster {what} during start-up; see {log_file}:\n{_tail(log_file)}")
+        time.sleep(0.25)
+    return _read_properties(properties)
 
 
 def _wait_for_nodes(cluster: HadoopCluster, deadline: float) -> None:

@@ -2,43 +2,31 @@
 
 spark-submit is bound to this process's life: it gets SIGKILL from the kernel when this process dies, even
 by SIGKILL (Linux's parent-death signal, see ``spark.parent_death``), so a killed Airflow task leaves no
-orphan JVM. The signal fires when the *thread* that forked the child ends, so every bound child is forked
-by one thread that lives as long as the process (``spawn_bound``).
+orphan JVM. Its ids are read from its output lines (``spark.log_ids``); its tree is stopped through
+``spark.process_tree``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
-import re
-import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, TypeVar
+from typing import IO
 
-import psutil  # type: ignore[import-untyped, unused-ignore]
-
-from airflow_provider_finegrained.spark.parent_death import die_with_parent_preexec
-
-DEFAULT_KILL_GRACE_S = 5.0
-DEFAULT_TAIL_LINES = 50
-
-# Spark's ids, as they appear in its log lines: local mode (`local-<epoch ms>`, logged only when
-# the event log is on, as `…/eventlog_v2_local-<ms>`, or when the driver prints it), standalone
-# (`app-<yyyyMMddHHmmss>-<n>`), YARN (`application_<cluster ts>_<n>`), Kubernetes
-# (`spark-<32 hex>`), standalone cluster-mode driver (`driver-<yyyyMMddHHmmss>-<n>`).
-_BEFORE = r"(?<![A-Za-z0-9-])"  # `_` may precede: Spark names event logs `eventlog_v2_<app id>`
-_AFTER = r"(?![A-Za-z0-9_-])"
-_APP_ID_RE = re.compile(
-    rf"{_BEFORE}(local-\d{{10,}}|app-\d{{14}}-\d{{4,}}|application_\d{{10,}}_\d{{4,}}|spark-[0-9a-f]{{32}}){_AFTER}"
+from airflow_provider_finegrained.spark.log_ids import find_application_id, find_driver_id
+from airflow_provider_finegrained.spark.parent_death import popen_bound
+from airflow_provider_finegrained.spark.process_tree import (
+    DEFAULT_KILL_GRACE_S,
+    KillReport,
+    kill_process_tree,
+    process_group_members,
 )
-_DRIVER_ID_RE = re.compile(rf"{_BEFORE}(driver-\d{{14}}-\d{{4,}}){_AFTER}")
+
+DEFAULT_TAIL_LINES = 50
 
 
 class SparkSubmitTimeout(TimeoutError):
@@ -58,10 +46,6 @@ class SparkSubmitCancelled(RuntimeError):
     """`kill()` was called before `start()`; nothing was started."""
 
 
-class ProcessTreeSurvivedError(RuntimeError):
-    """Processes of a killed tree were still alive after SIGKILL."""
-
-
 @dataclass(frozen=True)
 class SubmitResult:
     """How a spark-submit run ended; a non-zero returncode is for the caller to judge."""
@@ -72,253 +56,6 @@ class SubmitResult:
     tail: tuple[str, ...] = ()
     driver_id: str | None = None
     killed: bool = False
-
-
-@dataclass(frozen=True)
-class KillReport:
-    """Pids that ended after SIGTERM, and those that needed SIGKILL."""
-
-    terminated: tuple[int, ...]
-    killed: tuple[int, ...]
-
-
-_YARN_SUBMITTED_RE = re.compile(r"(?:Submitted application|Application report for) (application_\d{10,}_\d{4,})\b")
-
-
-def find_application_id(line: str) -> str | None:
-    """Return the Spark application id in a log line, if any.
-
-    A YARN id counts only once the application is submitted: Spark's client names it first ("Application ID
-    is assigned") and then uploads the application's files, and a spark-submit that dies in between leaves
-    nothing on the cluster to follow, kill or reattach to (measured on a real ResourceManager).
-    """
-    match = _APP_ID_RE.search(line)
-    if match is None:
-        return None
-    if match.group(1).startswith("application_"):
-        submitted = _YARN_SUBMITTED_RE.search(line)
-        return submitted.group(1) if submitted else None
-    return match.group(1)
-
-
-def find_driver_id(line: str) -> str | None:
-    """Return a standalone cluster-mode driver id (`driver-…`) in a log line, if any."""
-    match = _DRIVER_ID_RE.search(line)
-    return match.group(1) if match else None
-
-
-# -- the one process-tree helper: spark-submit trees, local clusters and warm pools all stop through it --
-
-
-def is_gone(proc: psutil.Process) -> bool:
-    """Whether `proc` has exited (a zombie has: it only waits for its parent, possibly init, to reap it)."""
-    try:
-        return bool(proc.status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
-
-
-def live(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
-    """The processes of `procs` that have not exited."""
-    return [proc for proc in procs if not is_gone(proc)]
-
-
-def wait_gone(procs: Iterable[psutil.Process], timeout_s: float) -> list[psutil.Process]:
-    """Wait until `procs` have exited (zombies count as exited); return those still alive."""
-    # psutil.wait_procs would also wait for zombies to be reaped, which an init that reaps
-    # lazily (as in some containers) can delay by seconds.
-    deadline = time.monotonic() + timeout_s
-    alive = live(procs)
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = live(alive)
-    return alive
-
-
-def with_descendants(found: Iterable[psutil.Process]) -> list[psutil.Process]:
-    """``found`` and all their descendants, never this process or its ancestors (whatever they inherited)."""
-    everything = {proc.pid: proc for proc in found}
-    for proc in list(everything.values()):
-        with contextlib.suppress(psutil.Error):
-            for child in proc.children(recursive=True):
-                everything.setdefault(child.pid, child)
-    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    return [proc for pid, proc in everything.items() if pid not in mine]
-
-
-def signal_processes(procs: Iterable[psutil.Process], sig: signal.Signals, group: int | None = None) -> None:
-    """Send `sig` to the process group `group` (if any) and to each of `procs`; the gone are skipped."""
-    if group is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, sig)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
-
-
-def terminate_processes(
-    find: Callable[[], list[psutil.Process]],
-    grace_s: float,
-    what: str,
-    *,
-    group: int | None = None,
-    kill_wait_s: float = 5.0,
-    before_check: Callable[[], None] | None = None,
-) -> KillReport:
-    """SIGTERM what `find` returns, SIGKILL what is left after `grace_s` (late arrivals looked up again).
-
-    `find` is called again after each round, so processes forked while the tree shuts down are caught.
-    `before_check` runs before the final look-up (e.g. to reap one's own child). Raises
-    ProcessTreeSurvivedError naming `what` if anything is still alive after a second SIGKILL.
-    """
-    procs = live(find())
-    signal_processes(procs, signal.SIGTERM, group)
-    alive = wait_gone(procs, grace_s)
-    seen = {p.pid for p in alive}
-    alive += [p for p in live(find()) if p.pid not in seen]
-    if alive:
-        signal_processes(alive, signal.SIGKILL, group)
-        wait_gone(alive, kill_wait_s)
-    if before_check is not None:
-        before_check()
-    survivors = live(find())
-    if survivors:
-        signal_processes(survivors, signal.SIGKILL, group)
-        survivors = wait_gone(survivors, kill_wait_s)
-    if survivors:
-        raise ProcessTreeSurvivedError(f"processes {[p.pid for p in survivors]} of the {what} survived SIGKILL")
-    killed_pids = {p.pid for p in alive}
-    return KillReport(
-        terminated=tuple(sorted(p.pid for p in procs if p.pid not in killed_pids)),
-        killed=tuple(sorted(killed_pids)),
-    )
-
-
-def _group_members(group: int) -> list[psutil.Process]:
-    """Live processes whose process group or session is `group`."""
-    members = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
-            if group in (os.getpgid(proc.pid), os.getsid(proc.pid)) and not is_gone(proc):
-                members.append(proc)
-    return members
-
-
-def process_group_members(group: int) -> list[int]:
-    """Pids of the live (non-zombie) processes in process group or session `group`."""
-    return [proc.pid for proc in _group_members(group)]
-
-
-def _tree(pid: int | None, group: int | None) -> list[psutil.Process]:
-    procs: dict[int, psutil.Process] = {}
-    if pid is not None:
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            procs[root.pid] = root
-            # Descendants that left the group are still ours to stop.
-            for child in root.children(recursive=True):
-                procs[child.pid] = child
-    if group is not None:
-        for member in _group_members(group):
-            procs.setdefault(member.pid, member)
-    return live(procs.values())
-
-
-def _group_led_by(pid: int) -> int | None:
-    """`pid` if it leads a process group or session that still has members; never our own group."""
-    if pid in (os.getpgid(0), os.getsid(0)):
-        return None
-    try:
-        if pid in (os.getpgid(pid), os.getsid(pid)):
-            return pid
-    except ProcessLookupError:
-        pass
-    # The leader is gone, but Linux keeps its pid reserved while its group or session has members.
-    return pid if _group_members(pid) else None
-
-
-def kill_process_tree(target: int | subprocess.Popen[bytes], grace_s: float = DEFAULT_KILL_GRACE_S) -> KillReport:
-    """SIGTERM the process group led by `target` and all its descendants, then SIGKILL leftovers.
-
-    Raises ProcessTreeSurvivedError if anything is still alive afterwards.
-    """
-    pid: int | None
-    if isinstance(target, int):
-        pid = target
-        group = _group_led_by(pid)
-    else:
-        group = _group_led_by(target.pid)
-        # Once our child is reaped its pid may be reused by a stranger: then only its group counts.
-        pid = target.pid if target.poll() is None else None
-    label = target if isinstance(target, int) else target.pid
-
-    def reap() -> None:
-        if isinstance(target, subprocess.Popen):
-            # Reap our own child so it does not linger as a zombie.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                target.wait(timeout=5.0)
-
-    return terminate_processes(lambda: _tree(pid, group), grace_s, f"tree of {label}", group=group, before_check=reap)
-
-
-_T = TypeVar("_T")
-
-
-class _Spawner:
-    """A daemon thread that runs for as long as this process and forks the children bound to its life."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self._requests: queue.Queue[tuple[Callable[[], object], Future[object]]] = queue.Queue()
-        threading.Thread(target=self._serve, name="finegrained-spawner", daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            make, future = self._requests.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(make())
-                except BaseException as exc:  # handed to the caller, who raises it
-                    future.set_exception(exc)
-
-    def run(self, make: Callable[[], _T]) -> _T:
-        future: Future[object] = Future()
-        self._requests.put((make, future))
-        return future.result()  # type: ignore[return-value]  # the future holds what `make` returned
-
-
-_spawner: _Spawner | None = None
-_spawner_lock = threading.Lock()
-
-
-def _forget_spawner() -> None:
-    # A forked child has none of its parent's threads: it starts its own spawner when it needs one.
-    global _spawner, _spawner_lock
-    _spawner, _spawner_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_spawner)
-
-
-def spawn_bound(make: Callable[[], _T]) -> _T:
-    """Run ``make`` (which starts a child, e.g. ``subprocess.Popen`` with ``die_with_parent_preexec()``) in
-    the thread that forks every child bound to this process's life, and return what it returned.
-
-    A child forked from a short-lived thread (a thread pool's worker, a request handler) would get its
-    parent-death signal when that thread ends, while this process still needs it.
-    """
-    global _spawner
-    with _spawner_lock:
-        if _spawner is None or _spawner.pid != os.getpid():
-            _spawner = _Spawner()
-        spawner = _spawner
-    return spawner.run(make)
-
-
-def popen_bound(command: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen(command, **kwargs)`` whose child gets SIGKILL when this process ends (Linux)."""
-    preexec = die_with_parent_preexec()
-    return spawn_bound(lambda: subprocess.Popen(command, preexec_fn=preexec, **kwargs))  # type: ignore[call-overload]
 
 
 _EOF = None

@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
-from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes, wait_gone
+from airflow_provider_finegrained.spark.process_tree import ProcessTreeSurvivedError, terminate_processes, wait_gone
 from airflow_provider_finegrained.warm.auth import remove_token
 from airflow_provider_finegrained.warm.state import (
     is_supervisor,

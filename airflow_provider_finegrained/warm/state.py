@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 
-from airflow_provider_finegrained.spark.process import live, with_descendants
+from airflow_provider_finegrained.spark.process_tree import live, with_descendants
 from airflow_provider_finegrained.warm.auth import read_token
 from airflow_provider_finegrained.warm.server import FOLDER_CONF, SERVER_CLASS, PoolShape
 

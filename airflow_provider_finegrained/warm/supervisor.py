@@ -32,7 +32,7 @@ import psutil  # type: ignore[import-untyped, unused-ignore]
 
 from airflow_provider_finegrained.launchers.http import HttpRequestError, get_json
 from airflow_provider_finegrained.secrets import REDACTED
-from airflow_provider_finegrained.spark.process import ProcessTreeSurvivedError, terminate_processes
+from airflow_provider_finegrained.spark.process_tree import ProcessTreeSurvivedError, terminate_processes
 from airflow_provider_finegrained.spark.properties_file import properties_file_args, secret_properties_file
 from airflow_provider_finegrained.warm.auth import TOKEN_ENV, client_url
 from airflow_provider_finegrained.warm.server import HOST

@@ -65,7 +65,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 
     args = parse_args(argv)
     policies = [p for p in args.policies.split(",") if p]

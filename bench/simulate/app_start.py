@@ -115,7 +115,7 @@ spark.stop()
 def measure_executor(repeats: int) -> dict[str, Any]:
     """An executor's start on a one-worker standalone cluster on 127.0.0.1: its JVM's CPU from launch to
     registration with the driver (the driver reads it when the executor appears), and the wall time."""
-    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
     from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command
 
     env = _spark_env()

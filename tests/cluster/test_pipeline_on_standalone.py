@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_finegrained.cli.report import stage_results
-from airflow_provider_finegrained.spark.standalone import StandaloneCluster, start_local_cluster
+from airflow_provider_finegrained.spark.standalone import StandaloneCluster
+from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 from tests.conftest import REPO
 from tests.e2e.conftest import install_dag_file, load_dag, write_dag_file
 from tests.tpch import reference

@@ -21,9 +21,9 @@ from airflow_provider_finegrained.spark.standalone import (
     ClusterStartError,
     StandaloneCluster,
     load_cluster,
-    start_local_cluster,
     stop_local_cluster,
 )
+from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command, build_spark_submit_env
 from tests.cluster.conftest import assert_all_gone, sleeping_app
 from tests.conftest import REPO

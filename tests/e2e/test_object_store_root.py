@@ -23,12 +23,8 @@ import pytest
 import requests
 
 from airflow_provider_finegrained.cli.report import stage_results
-from airflow_provider_finegrained.runtime.output import (
-    MARKER,
-    OutputAlreadyExistsError,
-    commit_output,
-    read_committed,
-)
+from airflow_provider_finegrained.runtime.output import MARKER, OutputAlreadyExistsError, read_committed
+from airflow_provider_finegrained.runtime.output_commit import commit_output
 from airflow_provider_finegrained.storage import filesystem
 from tests.conftest import S3_BUCKET, S3_SECRET, s3_options
 from tests.e2e.conftest import load_dag, write_dag_file

@@ -297,7 +297,7 @@ def test_secrets_never_reach_the_message(monkeypatch: pytest.MonkeyPatch, server
 
 @pytest.mark.slow
 def test_a_real_standalone_master(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from airflow_provider_finegrained.spark.standalone import start_local_cluster
+    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 
     cluster = start_local_cluster(str(tmp_path / "cluster"), workers=1, cores_per_worker=1, memory_per_worker="1g")
     try:

@@ -26,8 +26,8 @@ from airflow_provider_finegrained.runtime.output import (
     read_committed,
     sanitize_component,
     stage_folder,
-    write_and_commit,
 )
+from airflow_provider_finegrained.runtime.output_commit import write_and_commit
 from airflow_provider_finegrained.runtime.region_loop import Sessions, _load_input, storage_options
 from airflow_provider_finegrained.storage.locations import join, spark_uri
 

@@ -12,16 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from airflow_provider_finegrained.spark.log_ids import find_application_id, find_driver_id
 from airflow_provider_finegrained.spark.process import (
     SparkSubmitCancelled,
     SparkSubmitProcess,
     SparkSubmitTimeout,
-    find_application_id,
-    find_driver_id,
-    kill_process_tree,
-    process_group_members,
     run_spark_submit,
 )
+from airflow_provider_finegrained.spark.process_tree import kill_process_tree, process_group_members
 
 
 @pytest.mark.parametrize(

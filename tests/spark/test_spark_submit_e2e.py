@@ -16,17 +16,14 @@ from airflow_provider_finegrained.runtime.output import (
     MARKER,
     CommittedOutput,
     OutputNotCommittedError,
-    cleanup_uncommitted,
     output_location,
     read_committed,
     stage_folder,
 )
+from airflow_provider_finegrained.runtime.output_cleanup import cleanup_uncommitted
 from airflow_provider_finegrained.spark.java import check_java
-from airflow_provider_finegrained.spark.process import (
-    SparkSubmitProcess,
-    process_group_members,
-    run_spark_submit,
-)
+from airflow_provider_finegrained.spark.process import SparkSubmitProcess, run_spark_submit
+from airflow_provider_finegrained.spark.process_tree import process_group_members
 from airflow_provider_finegrained.spark.submit import (
     SubmitRequest,
     build_spark_submit_command,
@@ -77,7 +74,7 @@ def test_app_writes_and_commits_its_output(tmp_path: Path) -> None:
         """
         import json, sys
         from pyspark.sql import SparkSession
-        from airflow_provider_finegrained.runtime.output import write_and_commit
+        from airflow_provider_finegrained.runtime.output_commit import write_and_commit
 
         spark = SparkSession.builder.getOrCreate()
         print(f"finegrained: application id {spark.sparkContext.applicationId}", flush=True)
@@ -132,7 +129,7 @@ def test_kill_stops_every_process_and_publishes_nothing(tmp_path: Path) -> None:
         import sys, time
         from pyspark.sql import SparkSession
         from pyspark.sql.functions import udf
-        from airflow_provider_finegrained.runtime.output import write_and_commit
+        from airflow_provider_finegrained.runtime.output_commit import write_and_commit
 
         spark = SparkSession.builder.getOrCreate()
 

@@ -25,15 +25,12 @@ from airflow_provider_finegrained.runtime.output import (
     OutputCorruptError,
     OutputError,
     OutputNotCommittedError,
-    begin_output,
-    cleanup_uncommitted,
-    commit_output,
-    data_files,
     output_location,
     read_committed,
     stage_folder,
-    write_with,
 )
+from airflow_provider_finegrained.runtime.output_cleanup import cleanup_uncommitted
+from airflow_provider_finegrained.runtime.output_commit import begin_output, commit_output, data_files, write_with
 from airflow_provider_finegrained.storage.filesystem import (
     exists,
     list_files,

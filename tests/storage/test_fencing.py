@@ -19,14 +19,12 @@ from airflow_provider_finegrained.runtime.output import (
     FencedError,
     OutputAlreadyExistsError,
     OutputNotCommittedError,
-    begin_output,
-    cleanup_uncommitted,
-    commit_output,
     output_location,
     read_committed,
     stage_folder,
-    write_with,
 )
+from airflow_provider_finegrained.runtime.output_cleanup import cleanup_uncommitted
+from airflow_provider_finegrained.runtime.output_commit import begin_output, commit_output, write_with
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import exists, list_files, list_folder
 from airflow_provider_finegrained.storage.locations import join
