@@ -263,143 +263,49 @@ def decide_balance(
     (None: ``cores``). The split is that of the fewest whole waves over the slots whose predicted tasks
     keep max/median at most 2, at the least predicted cost (see the module's docstring).
     """
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
-    _check_sizes(file_bytes)
-    if row_group_bytes is not None and row_group_bytes < 1:
-        raise ValueError(f"row_group_bytes must be >= 1, got {row_group_bytes}")
+    _check_arguments(file_bytes, parallelism, row_group_bytes)
     sizes = tuple(int(b) for b in file_bytes if b > 0)
     if not sizes:
         return None
-    total = sum(sizes)
-    by_parallelism = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
-    finest = by_parallelism
-    median = int(statistics.median(sizes))
-    largest = max(sizes)
-    groups_known = row_group_bytes is not None
-    if row_group_bytes is None:
-        row_group_bytes = producer_row_group_bytes(finest)
-    else:
-        # Spark reads whole row groups: a split below one only adds tasks that read nothing (and a file
-        # of under two row groups holds one, plus its footer).
-        finest = max(finest, largest if largest < 2 * row_group_bytes else row_group_bytes)
-    # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
-    # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
-    cores = max(1, cores or 1)
-    slots = max(1, slots or cores)
-
-    def plan(split: int) -> _Plan:
-        open_cost = max(
-            1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
-        )
-        if split <= MIN_SPLIT_BYTES:
-            # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost
-            # keeps one task per small file, so a shuffle's map outputs stay spread over the executors.
-            open_cost = SPARK_OPEN_COST_BYTES
-        if groups_known:
-            # Spark also cuts at (bytes + open costs) / cores: keep that from cutting below a known row group.
-            floor = min(split, max(row_group_bytes, min(largest, 2 * row_group_bytes)), SPARK_OPEN_COST_BYTES)
-            if (total + len(sizes) * open_cost) // cores < floor:
-                open_cost = max(open_cost, floor)
-        tasks = tuple(
-            simulate_scan_tasks(
-                sizes,
-                max_partition_bytes=split,
-                open_cost_bytes=open_cost,
-                min_partition_num=cores,
-                row_group_bytes=row_group_bytes,
-            )
-        )
-        return _Plan(split, open_cost, tasks, spread(tasks), scan_cost(tasks, slots, TASK_COST_BYTES))
-
-    decided = plan(finest)
-    # No coarser than Spark's 128 MiB default (or bytes / parallelism when that is coarser): a scan task
-    # streams its split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
-    coarsest = max(finest, SPARK_MAX_PARTITION_BYTES)
-    hot_share = largest / total
-    hot = largest > SKEWED_INPUT_SPREAD * median and hot_share > 1 / slots
-    if hot:
-        # A hot key's file above one slot's share: its rows are a shuffle partition that AQE's skew join can
-        # split only at map-output boundaries, so the scan's tasks are also the pieces it can make. Read it
-        # in at least two waves of tasks, so the pieces spread over every slot and outnumber the other join
-        # tasks (measured: 2 scan tasks left a 75% key in 2 join pieces, join max/median 3.4).
-        coarsest = max(finest, min(coarsest, math.ceil(largest / (HOT_FILE_WAVES * slots))))
-    candidates = _candidate_splits(total, finest, parallelism, slots, coarsest)
-    most = max(8, SIMULATION_BUDGET // len(sizes))
-    if len(candidates) > most:
-        candidates = [candidates[round(i * (len(candidates) - 1) / (most - 1))] for i in range(most)]
-    plans = [decided] + [plan(split) for split in candidates]
-    even = [p for p in plans if p.spread <= MAX_SPREAD]
-    # The least predicted cost among the even plans, the fewest tasks on a tie; if none is even (row groups
-    # too large to cut), the most even one.
-    if even:
-        chosen = min(even, key=lambda p: (p.cost, len(p.tasks), p.split))
-    else:
-        chosen = min(plans, key=lambda p: (p.spread, p.cost, len(p.tasks)))
-    split, open_cost, tasks = chosen.split, chosen.open_cost, chosen.tasks
-
-    reasons = [
-        f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)"
-    ]
-    waves = math.ceil(len(tasks) / slots)
-    if (chosen is decided or chosen.split == decided.split) and finest > by_parallelism:
-        reasons.append(
-            f"split raised to {_mib(split)} from bytes / parallelism {parallelism} ({_mib(by_parallelism)}): "
-            f"a split below a row group of {_mib(row_group_bytes)} only adds tasks that read nothing"
-        )
-    elif chosen is decided or chosen.split == decided.split:
-        reasons.append(f"split at {_mib(split)} (bytes / parallelism {parallelism})")
-    else:
-        reasons.append(
-            f"split at {_mib(split)}: {len(tasks)} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
-            f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
-            f"{_mib(TASK_COST_BYTES)} a task: {_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
-            f"{len(decided.tasks)} tasks, {_mib(decided.cost)})"
-        )
-    if hot:
-        reasons.append(
-            f"the largest file holds {hot_share:.0%} of the bytes, more than one of {slots} slots' share: a "
-            f"hot key's rows, which AQE's skew join can split only by map task; read in chunks of at most "
-            f"{_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
-        )
-    if largest > split:
-        reasons.append(
-            f"files above {_mib(split)} are cut into chunks read by separate tasks "
-            f"(row groups of {_mib(row_group_bytes)} {'read from the footers' if groups_known else 'assumed'})"
-        )
-    if groups_known and (total + len(sizes) * open_cost) // cores <= open_cost:
-        reasons.append(
-            f"open cost {_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / {cores} cores) "
-            f"does not split a row group of {_mib(row_group_bytes)} (read from the files' footers)"
-        )
-    elif open_cost < SPARK_OPEN_COST_BYTES:
-        reasons.append(f"open cost {_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split")
-    if largest > split and row_group_bytes > split:
-        reasons.append(
-            f"row groups of {_mib(row_group_bytes)} are larger than the split: a file cannot be cut below that"
-        )
-    reasons.append(f"predicted {len(tasks)} tasks, max/median {spread(tasks):.2f}")
+    scan = _scan(sizes, parallelism, row_group_bytes, cores, slots)
+    decided = _plan(scan, scan.finest)
+    hot = _holds_hot_key(scan)
+    coarsest = _coarsest_split(scan, hot)
+    chosen = _cheapest_even([decided, *_candidate_plans(scan, coarsest)])
     return InputBalance(
-        max_partition_bytes=split,
-        open_cost_bytes=open_cost,
-        cores=cores,
-        row_group_bytes=row_group_bytes,
+        max_partition_bytes=chosen.split,
+        open_cost_bytes=chosen.open_cost,
+        cores=scan.cores,
+        row_group_bytes=scan.row_group_bytes,
         file_count=len(sizes),
-        file_bytes=(min(sizes), median, largest),
-        task_bytes=tasks,
-        default_task_bytes=tuple(
-            simulate_scan_tasks(
-                sizes,
-                max_partition_bytes=SPARK_MAX_PARTITION_BYTES,
-                open_cost_bytes=SPARK_OPEN_COST_BYTES,
-                min_partition_num=cores,
-                row_group_bytes=PARQUET_ROW_GROUP_BYTES,
-            )
-        ),
-        why="; ".join(reasons),
-        slots=slots,
+        file_bytes=(min(sizes), scan.median, scan.largest),
+        task_bytes=chosen.tasks,
+        default_task_bytes=_spark_default_tasks(scan),
+        why=_why(scan, decided, chosen, hot, coarsest),
+        slots=scan.slots,
         decided_task_bytes=decided.tasks,
     )
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """One stage's scanned files and what bounds their split, before any split is tried."""
+
+    sizes: tuple[int, ...]
+    """The non-empty files' bytes, in the order given."""
+    total: int
+    median: int
+    largest: int
+    parallelism: int
+    by_parallelism: int
+    """bytes / parallelism (at least 1 MiB)."""
+    finest: int
+    """The finest split tried: ``by_parallelism``, raised to a known row group."""
+    row_group_bytes: int
+    groups_known: bool
+    """Whether ``row_group_bytes`` was read from the files' footers (else what producers write)."""
+    cores: int
+    slots: int
 
 
 @dataclass(frozen=True)
@@ -409,6 +315,181 @@ class _Plan:
     tasks: tuple[int, ...]
     spread: float
     cost: int
+
+
+def _check_arguments(file_bytes: Sequence[int], parallelism: int, row_group_bytes: int | None) -> None:
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
+    _check_sizes(file_bytes)
+    if row_group_bytes is not None and row_group_bytes < 1:
+        raise ValueError(f"row_group_bytes must be >= 1, got {row_group_bytes}")
+
+
+def _scan(
+    sizes: tuple[int, ...], parallelism: int, row_group_bytes: int | None, cores: int | None, slots: int | None
+) -> _Scan:
+    """The facts every candidate split is judged by (``sizes`` non-empty)."""
+    total = sum(sizes)
+    largest = max(sizes)
+    by_parallelism = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
+    if row_group_bytes is None:
+        finest, groups = by_parallelism, producer_row_group_bytes(by_parallelism)
+    else:
+        # Spark reads whole row groups: a split below one only adds tasks that read nothing (and a file
+        # of under two row groups holds one, plus its footer).
+        finest = max(by_parallelism, largest if largest < 2 * row_group_bytes else row_group_bytes)
+        groups = row_group_bytes
+    # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
+    # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
+    cores = max(1, cores or 1)
+    return _Scan(
+        sizes=sizes,
+        total=total,
+        median=int(statistics.median(sizes)),
+        largest=largest,
+        parallelism=parallelism,
+        by_parallelism=by_parallelism,
+        finest=finest,
+        row_group_bytes=groups,
+        groups_known=row_group_bytes is not None,
+        cores=cores,
+        slots=max(1, slots or cores),
+    )
+
+
+def _open_cost(scan: _Scan, split: int) -> int:
+    """The ``openCostInBytes`` that packs small files up to ``split``."""
+    open_cost = max(
+        1, min(SPARK_OPEN_COST_BYTES, scan.median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
+    )
+    if split <= MIN_SPLIT_BYTES:
+        # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost
+        # keeps one task per small file, so a shuffle's map outputs stay spread over the executors.
+        open_cost = SPARK_OPEN_COST_BYTES
+    if scan.groups_known:
+        # Spark also cuts at (bytes + open costs) / cores: keep that from cutting below a known row group.
+        row_group = scan.row_group_bytes
+        floor = min(split, max(row_group, min(scan.largest, 2 * row_group)), SPARK_OPEN_COST_BYTES)
+        if (scan.total + len(scan.sizes) * open_cost) // scan.cores < floor:
+            open_cost = max(open_cost, floor)
+    return open_cost
+
+
+def _plan(scan: _Scan, split: int) -> _Plan:
+    """Spark's packing of the scan at ``split``, replayed, and its predicted cost."""
+    open_cost = _open_cost(scan, split)
+    tasks = tuple(
+        simulate_scan_tasks(
+            scan.sizes,
+            max_partition_bytes=split,
+            open_cost_bytes=open_cost,
+            min_partition_num=scan.cores,
+            row_group_bytes=scan.row_group_bytes,
+        )
+    )
+    return _Plan(split, open_cost, tasks, spread(tasks), scan_cost(tasks, scan.slots, TASK_COST_BYTES))
+
+
+def _spark_default_tasks(scan: _Scan) -> tuple[int, ...]:
+    """The scan's tasks with Spark's default settings and parquet's default row groups."""
+    return tuple(
+        simulate_scan_tasks(
+            scan.sizes,
+            max_partition_bytes=SPARK_MAX_PARTITION_BYTES,
+            open_cost_bytes=SPARK_OPEN_COST_BYTES,
+            min_partition_num=scan.cores,
+            row_group_bytes=PARQUET_ROW_GROUP_BYTES,
+        )
+    )
+
+
+def _holds_hot_key(scan: _Scan) -> bool:
+    """Whether the largest file is skewed against the median and holds more than one slot's share."""
+    return scan.largest > SKEWED_INPUT_SPREAD * scan.median and scan.largest / scan.total > 1 / scan.slots
+
+
+def _coarsest_split(scan: _Scan, hot: bool) -> int:
+    """The coarsest split tried (never below ``scan.finest``)."""
+    # No coarser than Spark's 128 MiB default (or bytes / parallelism when that is coarser): a scan task
+    # streams its split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
+    coarsest = max(scan.finest, SPARK_MAX_PARTITION_BYTES)
+    if not hot:
+        return coarsest
+    # A hot key's file above one slot's share: its rows are a shuffle partition that AQE's skew join can
+    # split only at map-output boundaries, so the scan's tasks are also the pieces it can make. Read it
+    # in at least two waves of tasks, so the pieces spread over every slot and outnumber the other join
+    # tasks (measured: 2 scan tasks left a 75% key in 2 join pieces, join max/median 3.4).
+    return max(scan.finest, min(coarsest, math.ceil(scan.largest / (HOT_FILE_WAVES * scan.slots))))
+
+
+def _candidate_plans(scan: _Scan, coarsest: int) -> list[_Plan]:
+    """The plans of the whole-wave splits coarser than ``scan.finest``, thinned to the simulation budget."""
+    splits = _candidate_splits(scan.total, scan.finest, scan.parallelism, scan.slots, coarsest)
+    most = max(8, SIMULATION_BUDGET // len(scan.sizes))
+    if len(splits) > most:
+        splits = [splits[round(i * (len(splits) - 1) / (most - 1))] for i in range(most)]
+    return [_plan(scan, split) for split in splits]
+
+
+def _cheapest_even(plans: Sequence[_Plan]) -> _Plan:
+    """The least predicted cost among the even plans, the fewest tasks on a tie; if none is even (row groups
+    too large to cut), the most even one."""
+    even = [p for p in plans if p.spread <= MAX_SPREAD]
+    if even:
+        return min(even, key=lambda p: (p.cost, len(p.tasks), p.split))
+    return min(plans, key=lambda p: (p.spread, p.cost, len(p.tasks)))
+
+
+def _why(scan: _Scan, decided: _Plan, chosen: _Plan, hot: bool, coarsest: int) -> str:
+    """Why the scan is split as ``chosen``, for the decision's trace."""
+    split, open_cost, row_group = chosen.split, chosen.open_cost, scan.row_group_bytes
+    median, largest = scan.median, scan.largest
+    reasons = [
+        f"{len(scan.sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)",
+        _split_reason(scan, decided, chosen),
+    ]
+    if hot:
+        reasons.append(
+            f"the largest file holds {largest / scan.total:.0%} of the bytes, more than one of {scan.slots} slots' "
+            f"share: a hot key's rows, which AQE's skew join can split only by map task; read in chunks of at most "
+            f"{_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
+        )
+    if largest > split:
+        reasons.append(
+            f"files above {_mib(split)} are cut into chunks read by separate tasks "
+            f"(row groups of {_mib(row_group)} {'read from the footers' if scan.groups_known else 'assumed'})"
+        )
+    if scan.groups_known and (scan.total + len(scan.sizes) * open_cost) // scan.cores <= open_cost:
+        reasons.append(
+            f"open cost {_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / {scan.cores} cores) "
+            f"does not split a row group of {_mib(row_group)} (read from the files' footers)"
+        )
+    elif open_cost < SPARK_OPEN_COST_BYTES:
+        reasons.append(f"open cost {_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split")
+    if largest > split and row_group > split:
+        reasons.append(f"row groups of {_mib(row_group)} are larger than the split: a file cannot be cut below that")
+    reasons.append(f"predicted {len(chosen.tasks)} tasks, max/median {spread(chosen.tasks):.2f}")
+    return "; ".join(reasons)
+
+
+def _split_reason(scan: _Scan, decided: _Plan, chosen: _Plan) -> str:
+    """Where the chosen split comes from: the decided parallelism (raised to a row group) or the least cost."""
+    split, parallelism = chosen.split, scan.parallelism
+    if chosen.split == decided.split and scan.finest > scan.by_parallelism:
+        return (
+            f"split raised to {_mib(split)} from bytes / parallelism {parallelism} ({_mib(scan.by_parallelism)}): "
+            f"a split below a row group of {_mib(scan.row_group_bytes)} only adds tasks that read nothing"
+        )
+    if chosen.split == decided.split:
+        return f"split at {_mib(split)} (bytes / parallelism {parallelism})"
+    tasks, slots = len(chosen.tasks), scan.slots
+    waves = math.ceil(tasks / slots)
+    return (
+        f"split at {_mib(split)}: {tasks} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
+        f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
+        f"{_mib(TASK_COST_BYTES)} a task: {_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
+        f"{len(decided.tasks)} tasks, {_mib(decided.cost)})"
+    )
 
 
 def _candidate_splits(total: int, finest: int, parallelism: int, slots: int, coarsest: int) -> list[int]:
