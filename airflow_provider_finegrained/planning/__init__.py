@@ -3,7 +3,7 @@
 Imports neither Airflow nor Spark, so it can be read, tested and reused alone.
 """
 
-from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance, simulate_scan_tasks
+from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance
 from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
@@ -39,6 +39,7 @@ from airflow_provider_finegrained.planning.resources import (
     check_specs_not_mixed,
     managed_memory_fractions,
 )
+from airflow_provider_finegrained.planning.scan_packing import simulate_scan_tasks
 from airflow_provider_finegrained.planning.sizing import (
     ClusterProfile,
     RegionSizing,

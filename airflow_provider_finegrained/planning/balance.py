@@ -1,14 +1,8 @@
 """Even scan tasks from the measured size of every file a stage reads.
 
-Spark packs a scan's files into tasks itself (``FilePartition`` in Spark's sql/core): it splits each
-file into chunks of ``maxSplitBytes = min(maxPartitionBytes, max(openCostInBytes, bytesPerCore))``
-(``bytesPerCore`` = every file's bytes plus one open cost each, over ``minPartitionNum``), sorts the
-chunks by size, largest first, and fills tasks next-fit, counting ``openCostInBytes`` for every chunk.
-A parquet chunk reads the row groups whose midpoint lies in it, so a file written as one large row
-group is read by one task however it is split.
-
 The provider does not reorder files; it sets two scan settings from the measured sizes, so that
-Spark's own packing gives even tasks, and asks producers for row groups small enough to split:
+Spark's own packing (:mod:`~airflow_provider_finegrained.planning.scan_packing`) gives even tasks, and
+asks producers for row groups small enough to split:
 
 - ``maxPartitionBytes``: the split of the fewest whole waves of tasks over the slots that keep the
   predicted max/median at most 2 (a large file is cut in chunks of that size, small files fill up to
@@ -16,33 +10,39 @@ Spark's own packing gives even tasks, and asks producers for row groups small en
   one tried), not the target: a scan task streams its split, so its memory does not grow with it, while
   every task pays a fixed cost (launch, deserialization, scheduler delay, its shuffle files). Among the
   candidate splits the one with the least predicted stage cost wins: Spark's greedy assignment of the
-  predicted tasks to the slots, each task counting its bytes plus :data:`TASK_COST_BYTES`. A skewed
+  predicted tasks to the slots, each task counting its bytes plus ``TASK_COST_BYTES``. A skewed
   input's largest file holding more than one slot's share (a hot key's rows) is read by at least
   :data:`HOT_FILE_WAVES` waves of tasks: AQE's skew join splits its partition only by map task;
 - ``openCostInBytes`` at most 1/8 of the median file and 1/32 of the split (Spark's 4 MiB makes a task
   of small files look full long before it is: its data would shrink by the open costs it counts);
 - ``minPartitionNum`` stays Spark's default, the cores (it applies to every scan of the stage alike).
 
-:func:`simulate_scan_tasks` replays Spark's packing, so the decision carries the predicted bytes of
+Spark's packing is replayed for every split tried, so the decision carries the predicted bytes of
 every task, their max/median and the predicted cost it traded against. Pure: no Spark import.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MiB = 2**20
-SPARK_MAX_PARTITION_BYTES = 128 * MiB
-"""Spark's default ``spark.sql.files.maxPartitionBytes``."""
-SPARK_OPEN_COST_BYTES = 4 * MiB
-"""Spark's default ``spark.sql.files.openCostInBytes``."""
-PARQUET_ROW_GROUP_BYTES = 128 * MiB
-"""parquet-mr's default ``parquet.block.size`` (its row-group size)."""
+from airflow_provider_finegrained.planning.scan_packing import (
+    PARQUET_ROW_GROUP_BYTES,
+    SPARK_MAX_PARTITION_BYTES,
+    SPARK_OPEN_COST_BYTES,
+    TASK_COST_BYTES,
+    MiB,
+    check_file_sizes,
+    median_bytes,
+    scan_cost,
+    simulate_scan_tasks,
+    spread,
+)
+from airflow_provider_finegrained.planning.units import format_mib
+
 MIN_SPLIT_BYTES = 1 * MiB
 MIN_ROW_GROUP_BYTES = 1 * MiB
 ROW_GROUPS_PER_SPLIT = 4
@@ -57,13 +57,6 @@ MIN_ADVISORY_SHARE = 4
 """A skewed stage's advisory size stays at least 1/4 of its bytes per task (AQE makes at most ~4x the tasks)."""
 MAX_SPREAD = 2.0
 """The largest predicted scan task may hold at most this multiple of the median one."""
-TASK_COST_BYTES = 2 * MiB
-"""A task's fixed cost, counted as the bytes a task reads in the same time (as Spark counts a file's open cost).
-
-Measured by ``bench/skew.py`` (local[2], about 50 MB/s of parquet scan and shuffle write per core): 42
-scan tasks took about 1.3 s more task time than 9 over the same 299 MB, about 40 ms a task, 2 MB at
-that rate (launch, deserialization and scheduler delay were 15-20 ms of it, the rest the task's reader
-and shuffle-writer set-up)."""
 SPLIT_STEP_PERCENTS = tuple(range(0, 21, 2))
 """Each whole-wave candidate's split is tried this many percent above bytes / tasks: Spark's next-fit
 packing and the open costs it counts leave gaps, so bytes / n alone often packs into n + 1 tasks."""
@@ -132,7 +125,7 @@ class InputBalance:
             "predicted_tasks": len(self.task_bytes),
             "predicted_task_bytes": {
                 "min": ordered[0] if ordered else 0,
-                "median": _median(ordered),
+                "median": median_bytes(ordered),
                 "max": ordered[-1] if ordered else 0,
             },
             "predicted_max_over_median": round(self.spread, 2),
@@ -239,8 +232,8 @@ def decide_adaptive(avg_bytes_per_task: int, balance: InputBalance | None) -> Ad
         True,
         f"input skewed: largest file {ratio:.1f}x the median, {share:.0%} of the scanned bytes (a hot key's "
         f"share); AQE cuts a skewed partition into pieces of max(advisory, mean of the others) and the others "
-        f"hold about avg x (1 - {share:.2f}): advisory and skew threshold {_mib(advisory)} "
-        f"(avg_bytes_per_task {_mib(avg_bytes_per_task)}, at least a quarter of it)",
+        f"hold about avg x (1 - {share:.2f}): advisory and skew threshold {format_mib(advisory)} "
+        f"(avg_bytes_per_task {format_mib(avg_bytes_per_task)}, at least a quarter of it)",
     )
 
 
@@ -320,7 +313,7 @@ class _Plan:
 def _check_arguments(file_bytes: Sequence[int], parallelism: int, row_group_bytes: int | None) -> None:
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
-    _check_sizes(file_bytes)
+    check_file_sizes(file_bytes)
     if row_group_bytes is not None and row_group_bytes < 1:
         raise ValueError(f"row_group_bytes must be >= 1, got {row_group_bytes}")
 
@@ -445,29 +438,34 @@ def _why(scan: _Scan, decided: _Plan, chosen: _Plan, hot: bool, coarsest: int) -
     split, open_cost, row_group = chosen.split, chosen.open_cost, scan.row_group_bytes
     median, largest = scan.median, scan.largest
     reasons = [
-        f"{len(scan.sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)",
+        f"{len(scan.sizes)} files, median {format_mib(median)}, largest {format_mib(largest)} "
+        f"({largest / median:.1f}x the median)",
         _split_reason(scan, decided, chosen),
     ]
     if hot:
         reasons.append(
             f"the largest file holds {largest / scan.total:.0%} of the bytes, more than one of {scan.slots} slots' "
             f"share: a hot key's rows, which AQE's skew join can split only by map task; read in chunks of at most "
-            f"{_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
+            f"{format_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
         )
     if largest > split:
         reasons.append(
-            f"files above {_mib(split)} are cut into chunks read by separate tasks "
-            f"(row groups of {_mib(row_group)} {'read from the footers' if scan.groups_known else 'assumed'})"
+            f"files above {format_mib(split)} are cut into chunks read by separate tasks "
+            f"(row groups of {format_mib(row_group)} {'read from the footers' if scan.groups_known else 'assumed'})"
         )
     if scan.groups_known and (scan.total + len(scan.sizes) * open_cost) // scan.cores <= open_cost:
         reasons.append(
-            f"open cost {_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / {scan.cores} cores) "
-            f"does not split a row group of {_mib(row_group)} (read from the files' footers)"
+            f"open cost {format_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / "
+            f"{scan.cores} cores) does not split a row group of {format_mib(row_group)} (read from the files' footers)"
         )
     elif open_cost < SPARK_OPEN_COST_BYTES:
-        reasons.append(f"open cost {_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split")
+        reasons.append(
+            f"open cost {format_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split"
+        )
     if largest > split and row_group > split:
-        reasons.append(f"row groups of {_mib(row_group)} are larger than the split: a file cannot be cut below that")
+        reasons.append(
+            f"row groups of {format_mib(row_group)} are larger than the split: a file cannot be cut below that"
+        )
     reasons.append(f"predicted {len(chosen.tasks)} tasks, max/median {spread(chosen.tasks):.2f}")
     return "; ".join(reasons)
 
@@ -477,18 +475,19 @@ def _split_reason(scan: _Scan, decided: _Plan, chosen: _Plan) -> str:
     split, parallelism = chosen.split, scan.parallelism
     if chosen.split == decided.split and scan.finest > scan.by_parallelism:
         return (
-            f"split raised to {_mib(split)} from bytes / parallelism {parallelism} ({_mib(scan.by_parallelism)}): "
-            f"a split below a row group of {_mib(scan.row_group_bytes)} only adds tasks that read nothing"
+            f"split raised to {format_mib(split)} from bytes / parallelism {parallelism} "
+            f"({format_mib(scan.by_parallelism)}): "
+            f"a split below a row group of {format_mib(scan.row_group_bytes)} only adds tasks that read nothing"
         )
     if chosen.split == decided.split:
-        return f"split at {_mib(split)} (bytes / parallelism {parallelism})"
+        return f"split at {format_mib(split)} (bytes / parallelism {parallelism})"
     tasks, slots = len(chosen.tasks), scan.slots
     waves = math.ceil(tasks / slots)
     return (
-        f"split at {_mib(split)}: {tasks} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
+        f"split at {format_mib(split)}: {tasks} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
         f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
-        f"{_mib(TASK_COST_BYTES)} a task: {_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
-        f"{len(decided.tasks)} tasks, {_mib(decided.cost)})"
+        f"{format_mib(TASK_COST_BYTES)} a task: {format_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
+        f"{len(decided.tasks)} tasks, {format_mib(decided.cost)})"
     )
 
 
@@ -508,98 +507,3 @@ def _candidate_splits(total: int, finest: int, parallelism: int, slots: int, coa
             if finest < split <= coarsest:
                 splits.add(split)
     return sorted(splits, reverse=True)
-
-
-def scan_cost(task_bytes: Sequence[int], slots: int, task_cost_bytes: int = TASK_COST_BYTES) -> int:
-    """Predicted cost of a scan, in bytes: the busiest slot when Spark hands the tasks, in order, to the
-    first free slot, each counting its bytes plus ``task_cost_bytes``. 0 for no tasks.
-    """
-    if slots < 1 or task_cost_bytes < 0:
-        raise ValueError(f"slots must be >= 1 and task_cost_bytes >= 0, got {slots}, {task_cost_bytes}")
-    busy = [0] * min(slots, max(1, len(task_bytes)))
-    for size in task_bytes:
-        heapq.heapreplace(busy, busy[0] + size + task_cost_bytes)
-    return max(busy) if task_bytes else 0
-
-
-def simulate_scan_tasks(
-    file_bytes: Sequence[int],
-    *,
-    max_partition_bytes: int,
-    open_cost_bytes: int,
-    min_partition_num: int,
-    row_group_bytes: int | None = None,
-) -> list[int]:
-    """Each scan task's data bytes as Spark packs these files (``FilePartition``), in Spark's order.
-
-    Files are split in chunks of ``maxSplitBytes``; a chunk's data is the row groups (of
-    ``row_group_bytes``, the last one shorter; None: splittable anywhere) whose midpoint lies in it.
-    Empty files are skipped.
-    """
-    _check_sizes(file_bytes)
-    if max_partition_bytes < 1 or open_cost_bytes < 0 or min_partition_num < 1:
-        raise ValueError(
-            "max_partition_bytes and min_partition_num must be >= 1 and open_cost_bytes >= 0, got "
-            f"{max_partition_bytes}, {min_partition_num}, {open_cost_bytes}"
-        )
-    sizes = [int(b) for b in file_bytes if b > 0]
-    total = sum(b + open_cost_bytes for b in sizes)
-    max_split = min(max_partition_bytes, max(open_cost_bytes, total // min_partition_num))
-    max_split = max(1, max_split)
-    chunks: list[tuple[int, int]] = []  # (split length, data bytes)
-    for size in sizes:
-        for offset in range(0, size, max_split):
-            length = min(max_split, size - offset)
-            chunks.append((length, _row_group_data(size, offset, length, row_group_bytes)))
-    chunks.sort(key=lambda c: c[0], reverse=True)  # Spark sorts by split length, a stable sort
-    tasks: list[int] = []
-    current, data, empty = 0, 0, True
-    for length, chunk_data in chunks:
-        if not empty and current + length > max_split:
-            tasks.append(data)
-            current, data, empty = 0, 0, True
-        current += length + open_cost_bytes
-        data += chunk_data
-        empty = False
-    if not empty:
-        tasks.append(data)
-    return tasks
-
-
-def spread(task_bytes: Sequence[int]) -> float:
-    """max/median of task bytes; 1.0 for fewer than two tasks, inf when the median task reads nothing."""
-    if len(task_bytes) < 2:
-        return 1.0
-    median = _median(sorted(task_bytes))
-    if median <= 0:
-        return math.inf if max(task_bytes) > 0 else 1.0
-    return max(task_bytes) / median
-
-
-def _row_group_data(size: int, offset: int, length: int, row_group_bytes: int | None) -> int:
-    if row_group_bytes is None:
-        return length
-    r, end = row_group_bytes, offset + length
-    # Row groups [k*r, min((k+1)*r, size)) belong to the chunk holding their midpoint. The full ones
-    # (k < last) have midpoints k*r + r/2: offset <= k*r + r/2 < end, in integers (times 2).
-    last = -(-size // r) - 1
-    first_full = max(0, -((r - 2 * offset) // (2 * r)))
-    after_full = min(last, -((r - 2 * end) // (2 * r)))
-    data = max(0, after_full - first_full) * r
-    if 2 * offset <= last * r + size < 2 * end:  # the last row group, to the end of the file
-        data += size - last * r
-    return data
-
-
-def _median(ordered: Sequence[int]) -> float:
-    return float(statistics.median(ordered)) if ordered else 0.0
-
-
-def _check_sizes(file_bytes: Sequence[int]) -> None:
-    bad = [b for b in file_bytes if isinstance(b, bool) or not isinstance(b, int) or b < 0]
-    if bad:
-        raise ValueError(f"file sizes must be integers >= 0 bytes, got {bad[:3]}")
-
-
-def _mib(n: float) -> str:
-    return f"{n / MiB:.1f} MiB" if n >= MiB / 10 else f"{int(n)} B"

@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_finegrained.planning.balance import SPARK_OPEN_COST_BYTES, InputBalance, decide_balance, spread
+from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance
 from airflow_provider_finegrained.planning.parallelism import _pow2_ceil, _pow2_floor
 from airflow_provider_finegrained.planning.resources import ResourceSpec, check_specs_not_mixed
+from airflow_provider_finegrained.planning.scan_packing import SPARK_OPEN_COST_BYTES, spread
 from airflow_provider_finegrained.planning.units import parse_bytes
 
 MiB = 2**20

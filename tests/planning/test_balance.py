@@ -15,11 +15,9 @@ from airflow_provider_finegrained.planning.balance import (
     decide_adaptive,
     decide_balance,
     producer_row_group_bytes,
-    scan_cost,
-    simulate_scan_tasks,
     skew_join_conf,
-    spread,
 )
+from airflow_provider_finegrained.planning.scan_packing import scan_cost, simulate_scan_tasks, spread
 
 M = 2**20
 K = 2**10
