@@ -11,12 +11,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_finegrained.planning import ClusterProfile, StageDemand, size_region
-from airflow_provider_finegrained.planning.balance import (
-    decide_adaptive,
-    decide_balance,
-    producer_row_group_bytes,
-    skew_join_conf,
-)
+from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive, skew_join_conf
+from airflow_provider_finegrained.planning.balance import decide_balance, producer_row_group_bytes
 from airflow_provider_finegrained.planning.scan_packing import scan_cost, simulate_scan_tasks, spread
 
 M = 2**20
