@@ -3,7 +3,7 @@
 Imports neither Airflow nor Spark, so it can be read, tested and reused alone.
 """
 
-from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance
+from airflow_provider_finegrained.planning.balance import decide_balance
 from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
@@ -24,6 +24,7 @@ from airflow_provider_finegrained.planning.forward_groups import (
     intersect_bounds,
     propagate_forward_parallelism,
 )
+from airflow_provider_finegrained.planning.input_balance import InputBalance
 from airflow_provider_finegrained.planning.parallelism import (
     DEFAULT_AVG_BYTES_PER_TASK,
     ConsumedResult,

@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_finegrained.planning.balance import SKEWED_INPUT_SPREAD, InputBalance
+from airflow_provider_finegrained.planning.balance import SKEWED_INPUT_SPREAD
+from airflow_provider_finegrained.planning.input_balance import InputBalance
 from airflow_provider_finegrained.planning.units import format_mib
 
 SKEW_FACTOR = 2

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance
+from airflow_provider_finegrained.planning.balance import decide_balance
+from airflow_provider_finegrained.planning.input_balance import InputBalance
 from airflow_provider_finegrained.planning.parallelism import _pow2_ceil, _pow2_floor
 from airflow_provider_finegrained.planning.resources import ResourceSpec, check_specs_not_mixed
 from airflow_provider_finegrained.planning.scan_packing import SPARK_OPEN_COST_BYTES, spread
@@ -94,7 +95,7 @@ class StageDemand:
     inputs, broadcast inputs excluded), in the order recorded."""
     input_row_group_bytes: int | None = None
     """The row-group size of the files it scans, when read from their footers; None: what the provider's
-    producers write (:func:`~airflow_provider_finegrained.planning.balance.producer_row_group_bytes`)."""
+    producers write (:func:`~airflow_provider_finegrained.planning.scan_splits.producer_row_group_bytes`)."""
     scan_parallelism: int | None = None
     """The parallelism its bytes on disk alone give, for the file scans' split size; None: ``parallelism``.
     Differs from ``parallelism`` when a learned work factor corrected the shuffle side only."""

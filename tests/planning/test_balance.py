@@ -12,8 +12,9 @@ import pytest
 
 from airflow_provider_finegrained.planning import ClusterProfile, StageDemand, size_region
 from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive, skew_join_conf
-from airflow_provider_finegrained.planning.balance import decide_balance, producer_row_group_bytes
+from airflow_provider_finegrained.planning.balance import decide_balance
 from airflow_provider_finegrained.planning.scan_packing import scan_cost, simulate_scan_tasks, spread
+from airflow_provider_finegrained.planning.scan_splits import producer_row_group_bytes
 
 M = 2**20
 K = 2**10

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from airflow_provider_finegrained.planning import ParallelismConfig
 from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive
-from airflow_provider_finegrained.planning.balance import InputBalance, producer_row_group_bytes
 from airflow_provider_finegrained.planning.capacity import ResourceBounds
+from airflow_provider_finegrained.planning.input_balance import InputBalance
+from airflow_provider_finegrained.planning.scan_splits import producer_row_group_bytes
 
 
 @dataclass(frozen=True)
