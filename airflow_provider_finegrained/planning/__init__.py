@@ -15,6 +15,7 @@ from airflow_provider_finegrained.planning.capacity import (
     decide_capacity,
     queue_capacity,
 )
+from airflow_provider_finegrained.planning.cluster_profile import ClusterProfile
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 from airflow_provider_finegrained.planning.forward_groups import (
@@ -41,14 +42,8 @@ from airflow_provider_finegrained.planning.resources import (
     managed_memory_fractions,
 )
 from airflow_provider_finegrained.planning.scan_packing import simulate_scan_tasks
-from airflow_provider_finegrained.planning.sizing import (
-    ClusterProfile,
-    RegionSizing,
-    StageDemand,
-    StageSizing,
-    even_waves,
-    size_region,
-)
+from airflow_provider_finegrained.planning.sizing import RegionSizing, size_region
+from airflow_provider_finegrained.planning.stage_sizing import StageDemand, StageSizing, even_waves
 from airflow_provider_finegrained.planning.stages import StageGraphError, StageInput, StageSpec
 from airflow_provider_finegrained.planning.units import format_bytes, parse_bytes
 

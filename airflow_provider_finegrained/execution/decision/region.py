@@ -32,7 +32,7 @@ from airflow_provider_finegrained.planning import (
     size_region,
 )
 from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive
-from airflow_provider_finegrained.planning.sizing import StageSizing
+from airflow_provider_finegrained.planning.stage_sizing import StageSizing
 from airflow_provider_finegrained.secrets import redact_mapping
 
 
