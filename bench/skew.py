@@ -67,7 +67,8 @@ from airflow_provider_finegrained.planning import (
     decide_parallelism,
     size_region,
 )
-from airflow_provider_finegrained.planning.balance import decide_adaptive, spread
+from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive
+from airflow_provider_finegrained.planning.scan_packing import spread
 from bench.compare.stats import SIGNIFICANCE, slower_p_value
 
 MIB = 2**20

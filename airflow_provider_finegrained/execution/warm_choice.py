@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_finegrained.planning.sizing import SPARK_DEFAULT_MEMORY_FRACTION, RegionSizing
+from airflow_provider_finegrained.planning.cluster_profile import SPARK_DEFAULT_MEMORY_FRACTION
+from airflow_provider_finegrained.planning.sizing import RegionSizing
 from airflow_provider_finegrained.planning.warm_fit import PoolShape, decide_warm_fit, static_settings
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Imports neither Airflow nor Spark, so it can be read, tested and reused alone.
 """
 
-from airflow_provider_finegrained.planning.balance import InputBalance, decide_balance, simulate_scan_tasks
+from airflow_provider_finegrained.planning.balance import decide_balance
 from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
@@ -15,6 +15,7 @@ from airflow_provider_finegrained.planning.capacity import (
     decide_capacity,
     queue_capacity,
 )
+from airflow_provider_finegrained.planning.cluster_profile import ClusterProfile
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 from airflow_provider_finegrained.planning.forward_groups import (
@@ -24,6 +25,7 @@ from airflow_provider_finegrained.planning.forward_groups import (
     intersect_bounds,
     propagate_forward_parallelism,
 )
+from airflow_provider_finegrained.planning.input_balance import InputBalance
 from airflow_provider_finegrained.planning.parallelism import (
     DEFAULT_AVG_BYTES_PER_TASK,
     ConsumedResult,
@@ -39,14 +41,9 @@ from airflow_provider_finegrained.planning.resources import (
     check_specs_not_mixed,
     managed_memory_fractions,
 )
-from airflow_provider_finegrained.planning.sizing import (
-    ClusterProfile,
-    RegionSizing,
-    StageDemand,
-    StageSizing,
-    even_waves,
-    size_region,
-)
+from airflow_provider_finegrained.planning.scan_packing import simulate_scan_tasks
+from airflow_provider_finegrained.planning.sizing import RegionSizing, size_region
+from airflow_provider_finegrained.planning.stage_sizing import StageDemand, StageSizing, even_waves
 from airflow_provider_finegrained.planning.stages import StageGraphError, StageInput, StageSpec
 from airflow_provider_finegrained.planning.units import format_bytes, parse_bytes
 

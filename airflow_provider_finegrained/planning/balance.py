@@ -1,14 +1,8 @@
 """Even scan tasks from the measured size of every file a stage reads.
 
-Spark packs a scan's files into tasks itself (``FilePartition`` in Spark's sql/core): it splits each
-file into chunks of ``maxSplitBytes = min(maxPartitionBytes, max(openCostInBytes, bytesPerCore))``
-(``bytesPerCore`` = every file's bytes plus one open cost each, over ``minPartitionNum``), sorts the
-chunks by size, largest first, and fills tasks next-fit, counting ``openCostInBytes`` for every chunk.
-A parquet chunk reads the row groups whose midpoint lies in it, so a file written as one large row
-group is read by one task however it is split.
-
 The provider does not reorder files; it sets two scan settings from the measured sizes, so that
-Spark's own packing gives even tasks, and asks producers for row groups small enough to split:
+Spark's own packing (:mod:`~airflow_provider_finegrained.planning.scan_packing`) gives even tasks, and
+asks producers for row groups small enough to split:
 
 - ``maxPartitionBytes``: the split of the fewest whole waves of tasks over the slots that keep the
   predicted max/median at most 2 (a large file is cut in chunks of that size, small files fill up to
@@ -16,232 +10,46 @@ Spark's own packing gives even tasks, and asks producers for row groups small en
   one tried), not the target: a scan task streams its split, so its memory does not grow with it, while
   every task pays a fixed cost (launch, deserialization, scheduler delay, its shuffle files). Among the
   candidate splits the one with the least predicted stage cost wins: Spark's greedy assignment of the
-  predicted tasks to the slots, each task counting its bytes plus :data:`TASK_COST_BYTES`. A skewed
+  predicted tasks to the slots, each task counting its bytes plus ``TASK_COST_BYTES``. A skewed
   input's largest file holding more than one slot's share (a hot key's rows) is read by at least
   :data:`HOT_FILE_WAVES` waves of tasks: AQE's skew join splits its partition only by map task;
 - ``openCostInBytes`` at most 1/8 of the median file and 1/32 of the split (Spark's 4 MiB makes a task
   of small files look full long before it is: its data would shrink by the open costs it counts);
 - ``minPartitionNum`` stays Spark's default, the cores (it applies to every scan of the stage alike).
 
-:func:`simulate_scan_tasks` replays Spark's packing, so the decision carries the predicted bytes of
+Spark's packing is replayed for every split tried, so the decision carries the predicted bytes of
 every task, their max/median and the predicted cost it traded against. Pure: no Spark import.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-MiB = 2**20
-SPARK_MAX_PARTITION_BYTES = 128 * MiB
-"""Spark's default ``spark.sql.files.maxPartitionBytes``."""
-SPARK_OPEN_COST_BYTES = 4 * MiB
-"""Spark's default ``spark.sql.files.openCostInBytes``."""
-PARQUET_ROW_GROUP_BYTES = 128 * MiB
-"""parquet-mr's default ``parquet.block.size`` (its row-group size)."""
-MIN_SPLIT_BYTES = 1 * MiB
-MIN_ROW_GROUP_BYTES = 1 * MiB
-ROW_GROUPS_PER_SPLIT = 4
-"""A split holds about this many row groups, so whole row groups put a task within 1/4 of its split."""
-OPEN_COST_SHARE_OF_MEDIAN_FILE = 8
-OPEN_COST_SHARE_OF_SPLIT = 32
-SKEW_FACTOR = 2
-"""AQE splits a shuffle partition above this multiple of the median (and above the advisory size)."""
+from airflow_provider_finegrained.planning.input_balance import InputBalance
+from airflow_provider_finegrained.planning.scan_packing import (
+    SPARK_MAX_PARTITION_BYTES,
+    SPARK_OPEN_COST_BYTES,
+    TASK_COST_BYTES,
+    check_file_sizes,
+    spread,
+)
+from airflow_provider_finegrained.planning.scan_splits import (
+    ScanFacts,
+    SplitPlan,
+    candidate_plans,
+    plan_split,
+    scan_facts,
+    spark_default_tasks,
+)
+from airflow_provider_finegrained.planning.units import format_mib
+
 SKEWED_INPUT_SPREAD = 2.0
 """A stage's scanned input is skewed when its largest file is above this multiple of the median file."""
-MIN_ADVISORY_SHARE = 4
-"""A skewed stage's advisory size stays at least 1/4 of its bytes per task (AQE makes at most ~4x the tasks)."""
 MAX_SPREAD = 2.0
 """The largest predicted scan task may hold at most this multiple of the median one."""
-TASK_COST_BYTES = 2 * MiB
-"""A task's fixed cost, counted as the bytes a task reads in the same time (as Spark counts a file's open cost).
-
-Measured by ``bench/skew.py`` (local[2], about 50 MB/s of parquet scan and shuffle write per core): 42
-scan tasks took about 1.3 s more task time than 9 over the same 299 MB, about 40 ms a task, 2 MB at
-that rate (launch, deserialization and scheduler delay were 15-20 ms of it, the rest the task's reader
-and shuffle-writer set-up)."""
-SPLIT_STEP_PERCENTS = tuple(range(0, 21, 2))
-"""Each whole-wave candidate's split is tried this many percent above bytes / tasks: Spark's next-fit
-packing and the open costs it counts leave gaps, so bytes / n alone often packs into n + 1 tasks."""
-MAX_CANDIDATE_WAVES = 24
-"""At most this many wave counts are tried (spread geometrically up to the decided parallelism's)."""
 HOT_FILE_WAVES = 2
 """A file holding more than one slot's share of a skewed input is read by at least this many waves of tasks."""
-SIMULATION_BUDGET = 200_000
-"""Candidate splits x scanned files replayed at most (evenly thinned above it): about half a second of planning."""
-
-
-@dataclass(frozen=True)
-class InputBalance:
-    """The scan settings of one stage and the task spread they give, as Spark packs the files."""
-
-    max_partition_bytes: int
-    open_cost_bytes: int
-    cores: int
-    """Spark's default ``minPartitionNum`` (the application's cores), which the prediction assumes."""
-    row_group_bytes: int
-    """The row-group size the prediction assumes for the scanned files (the producers' write option)."""
-    file_count: int
-    file_bytes: tuple[int, int, int]
-    """(smallest, median, largest) scanned file."""
-    task_bytes: tuple[int, ...]
-    """Predicted data bytes of every scan task, in Spark's order."""
-    default_task_bytes: tuple[int, ...]
-    """Predicted task bytes with Spark's default scan settings and parquet's default row groups."""
-    why: str
-    slots: int = 1
-    """The task slots the prediction spreads the tasks over (waves and cost)."""
-    decided_task_bytes: tuple[int, ...] = ()
-    """Predicted task bytes at the decided parallelism's split (bytes / parallelism), the finest tried."""
-    task_cost_bytes: int = TASK_COST_BYTES
-
-    @property
-    def cost(self) -> int:
-        """Predicted stage cost in bytes: the busiest slot's task bytes plus a fixed cost per task."""
-        return scan_cost(self.task_bytes, self.slots, self.task_cost_bytes)
-
-    @property
-    def spread(self) -> float:
-        """Predicted max/median of the tasks' bytes (1.0 for no or one task)."""
-        return spread(self.task_bytes)
-
-    @property
-    def total_bytes(self) -> int:
-        """The scanned bytes (every task's data together)."""
-        return sum(self.task_bytes)
-
-    def session_conf(self) -> dict[str, str]:
-        """The scan settings to set in the stage's session."""
-        return {
-            "spark.sql.files.maxPartitionBytes": str(self.max_partition_bytes),
-            "spark.sql.files.openCostInBytes": str(self.open_cost_bytes),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record for the stage's trace (``StageTrace.input_balance``)."""
-        ordered = sorted(self.task_bytes)
-        return {
-            "settings": self.session_conf(),
-            "row_group_bytes": self.row_group_bytes,
-            "files": self.file_count,
-            "file_bytes": {"min": self.file_bytes[0], "median": self.file_bytes[1], "max": self.file_bytes[2]},
-            "predicted_tasks": len(self.task_bytes),
-            "predicted_task_bytes": {
-                "min": ordered[0] if ordered else 0,
-                "median": _median(ordered),
-                "max": ordered[-1] if ordered else 0,
-            },
-            "predicted_max_over_median": round(self.spread, 2),
-            "predicted_waves": math.ceil(len(self.task_bytes) / self.slots),
-            "slots": self.slots,
-            "cost": {
-                "task_cost_bytes": self.task_cost_bytes,
-                "predicted": self.cost,
-                "at_decided_parallelism": {
-                    "tasks": len(self.decided_task_bytes),
-                    "max_over_median": round(spread(self.decided_task_bytes), 2),
-                    "cost": scan_cost(self.decided_task_bytes, self.slots, self.task_cost_bytes),
-                },
-                "spark_defaults": scan_cost(self.default_task_bytes, self.slots, self.task_cost_bytes),
-            },
-            "spark_default_tasks": len(self.default_task_bytes),
-            "spark_default_max_over_median": round(spread(self.default_task_bytes), 2),
-            "why": self.why,
-        }
-
-
-def producer_row_group_bytes(consumer_bytes_per_task: int) -> int:
-    """The ``parquet.block.size`` a producer writes with, so its consumers' splits can cut its files.
-
-    A quarter of the consumers' bytes per task, within [1 MiB, parquet's 128 MiB default].
-    """
-    if consumer_bytes_per_task < 1:
-        raise ValueError(f"consumer bytes per task must be >= 1, got {consumer_bytes_per_task}")
-    return max(MIN_ROW_GROUP_BYTES, min(PARQUET_ROW_GROUP_BYTES, consumer_bytes_per_task // ROW_GROUPS_PER_SPLIT))
-
-
-def skew_join_conf(advisory_bytes: int) -> dict[str, str]:
-    """AQE's skew-join settings scaled to the stage's bytes per task, for a session with AQE on.
-
-    Spark's defaults (factor 5 and 256 MiB) never split a partition below 256 MiB, so a hot key in a
-    stage sized at a few MiB per task stays one straggler. A partition above twice the median and above
-    the advisory size is split into pieces of about the advisory size.
-    """
-    if advisory_bytes < 1:
-        raise ValueError(f"advisory partition bytes must be >= 1, got {advisory_bytes}")
-    return {
-        "spark.sql.adaptive.skewJoin.enabled": "true",
-        "spark.sql.adaptive.skewJoin.skewedPartitionFactor": str(SKEW_FACTOR),
-        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": str(advisory_bytes),
-    }
-
-
-@dataclass(frozen=True)
-class AdaptiveSizes:
-    """A stage's AQE sizes (advisory partition size, skew-join threshold), decided from its measured input."""
-
-    advisory_bytes: int
-    skew_threshold_bytes: int
-    skewed: bool
-    """Whether the stage's scanned input was measured as skewed (largest file above 2x the median)."""
-    why: str
-
-    def session_conf(self) -> dict[str, str]:
-        """The AQE size settings of the stage's session (with AQE on)."""
-        return {
-            "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(self.advisory_bytes),
-            **skew_join_conf(self.skew_threshold_bytes),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record for the stage's trace (``input_balance["adaptive"]``)."""
-        return {"settings": self.session_conf(), "skewed_input": self.skewed, "why": self.why}
-
-
-def decide_adaptive(avg_bytes_per_task: int, balance: InputBalance | None) -> AdaptiveSizes:
-    """The advisory size and skew-join threshold of a stage from its bytes per task and scanned files.
-
-    Unskewed input (or no files scanned): both are ``avg_bytes_per_task``, the planned bytes of a task.
-    Skewed input (largest file above 2x the median): a producer that partitioned its output by key
-    writes a hot key's rows into one file, so the largest file's share ``h`` of the scanned bytes
-    estimates the hot key's share. Spark's ``OptimizeSkewedJoin`` cuts a skewed partition into pieces of
-    ``targetSize = max(advisory, mean of the non-skewed partitions)``; of ``P = bytes / avg`` partitions
-    the non-skewed ones hold ``avg x (1 - h)`` each. An advisory of ``avg x (1 - h)`` (at least avg/4)
-    makes the pieces that size too, and keeps the non-skewed partitions as they are (each is already
-    at the advisory size, so coalescing merges none). At ``avg`` the pieces were up to ``1 / (1 - h)``
-    times the other tasks.
-    """
-    if isinstance(avg_bytes_per_task, bool) or not isinstance(avg_bytes_per_task, int) or avg_bytes_per_task < 1:
-        raise ValueError(f"avg_bytes_per_task must be an integer >= 1, got {avg_bytes_per_task!r}")
-    if balance is None or balance.total_bytes <= 0:
-        return AdaptiveSizes(
-            avg_bytes_per_task, avg_bytes_per_task, False, "no files scanned: advisory size = avg_bytes_per_task"
-        )
-    _, median, largest = balance.file_bytes
-    ratio = largest / median if median > 0 else math.inf
-    if ratio <= SKEWED_INPUT_SPREAD:
-        return AdaptiveSizes(
-            avg_bytes_per_task,
-            avg_bytes_per_task,
-            False,
-            f"input not skewed (largest file {ratio:.1f}x the median): advisory size = avg_bytes_per_task",
-        )
-    share = largest / balance.total_bytes
-    advisory = max(1, avg_bytes_per_task // MIN_ADVISORY_SHARE, round(avg_bytes_per_task * (1 - share)))
-    advisory = min(advisory, avg_bytes_per_task)
-    return AdaptiveSizes(
-        advisory,
-        advisory,
-        True,
-        f"input skewed: largest file {ratio:.1f}x the median, {share:.0%} of the scanned bytes (a hot key's "
-        f"share); AQE cuts a skewed partition into pieces of max(advisory, mean of the others) and the others "
-        f"hold about avg x (1 - {share:.2f}): advisory and skew threshold {_mib(advisory)} "
-        f"(avg_bytes_per_task {_mib(avg_bytes_per_task)}, at least a quarter of it)",
-    )
 
 
 def decide_balance(
@@ -256,269 +64,127 @@ def decide_balance(
 
     ``row_group_bytes``: the largest row group of the files, read from their footers; None: what the
     provider's producers write for a consumer of the decided parallelism's split
-    (:func:`producer_row_group_bytes`). A known size also keeps every split at least one row group (or
-    the largest file), since a smaller one only adds tasks that read nothing.
+    (:func:`~airflow_provider_finegrained.planning.scan_splits.producer_row_group_bytes`). A known size
+    also keeps every split at least one row group (or the largest file), since a smaller one only adds
+    tasks that read nothing.
     ``cores``: the application's cores, Spark's default ``minPartitionNum`` (None: 1); Spark cuts a scan
     below the split when its bytes over the cores are smaller. ``slots``: the tasks that run at once
     (None: ``cores``). The split is that of the fewest whole waves over the slots whose predicted tasks
     keep max/median at most 2, at the least predicted cost (see the module's docstring).
     """
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
-    _check_sizes(file_bytes)
-    if row_group_bytes is not None and row_group_bytes < 1:
-        raise ValueError(f"row_group_bytes must be >= 1, got {row_group_bytes}")
+    _check_arguments(file_bytes, parallelism, row_group_bytes)
     sizes = tuple(int(b) for b in file_bytes if b > 0)
     if not sizes:
         return None
-    total = sum(sizes)
-    by_parallelism = max(MIN_SPLIT_BYTES, math.ceil(total / parallelism))
-    finest = by_parallelism
-    median = int(statistics.median(sizes))
-    largest = max(sizes)
-    groups_known = row_group_bytes is not None
-    if row_group_bytes is None:
-        row_group_bytes = producer_row_group_bytes(finest)
-    else:
-        # Spark reads whole row groups: a split below one only adds tasks that read nothing (and a file
-        # of under two row groups holds one, plus its footer).
-        finest = max(finest, largest if largest < 2 * row_group_bytes else row_group_bytes)
-    # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
-    # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
-    cores = max(1, cores or 1)
-    slots = max(1, slots or cores)
-
-    def plan(split: int) -> _Plan:
-        open_cost = max(
-            1, min(SPARK_OPEN_COST_BYTES, median // OPEN_COST_SHARE_OF_MEDIAN_FILE, split // OPEN_COST_SHARE_OF_SPLIT)
-        )
-        if split <= MIN_SPLIT_BYTES:
-            # Tasks of under 1 MiB are all overhead: packing them evenly gains nothing, and Spark's open cost
-            # keeps one task per small file, so a shuffle's map outputs stay spread over the executors.
-            open_cost = SPARK_OPEN_COST_BYTES
-        if groups_known:
-            # Spark also cuts at (bytes + open costs) / cores: keep that from cutting below a known row group.
-            floor = min(split, max(row_group_bytes, min(largest, 2 * row_group_bytes)), SPARK_OPEN_COST_BYTES)
-            if (total + len(sizes) * open_cost) // cores < floor:
-                open_cost = max(open_cost, floor)
-        tasks = tuple(
-            simulate_scan_tasks(
-                sizes,
-                max_partition_bytes=split,
-                open_cost_bytes=open_cost,
-                min_partition_num=cores,
-                row_group_bytes=row_group_bytes,
-            )
-        )
-        return _Plan(split, open_cost, tasks, spread(tasks), scan_cost(tasks, slots, TASK_COST_BYTES))
-
-    decided = plan(finest)
-    # No coarser than Spark's 128 MiB default (or bytes / parallelism when that is coarser): a scan task
-    # streams its split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
-    coarsest = max(finest, SPARK_MAX_PARTITION_BYTES)
-    hot_share = largest / total
-    hot = largest > SKEWED_INPUT_SPREAD * median and hot_share > 1 / slots
-    if hot:
-        # A hot key's file above one slot's share: its rows are a shuffle partition that AQE's skew join can
-        # split only at map-output boundaries, so the scan's tasks are also the pieces it can make. Read it
-        # in at least two waves of tasks, so the pieces spread over every slot and outnumber the other join
-        # tasks (measured: 2 scan tasks left a 75% key in 2 join pieces, join max/median 3.4).
-        coarsest = max(finest, min(coarsest, math.ceil(largest / (HOT_FILE_WAVES * slots))))
-    candidates = _candidate_splits(total, finest, parallelism, slots, coarsest)
-    most = max(8, SIMULATION_BUDGET // len(sizes))
-    if len(candidates) > most:
-        candidates = [candidates[round(i * (len(candidates) - 1) / (most - 1))] for i in range(most)]
-    plans = [decided] + [plan(split) for split in candidates]
-    even = [p for p in plans if p.spread <= MAX_SPREAD]
-    # The least predicted cost among the even plans, the fewest tasks on a tie; if none is even (row groups
-    # too large to cut), the most even one.
-    if even:
-        chosen = min(even, key=lambda p: (p.cost, len(p.tasks), p.split))
-    else:
-        chosen = min(plans, key=lambda p: (p.spread, p.cost, len(p.tasks)))
-    split, open_cost, tasks = chosen.split, chosen.open_cost, chosen.tasks
-
-    reasons = [
-        f"{len(sizes)} files, median {_mib(median)}, largest {_mib(largest)} ({largest / median:.1f}x the median)"
-    ]
-    waves = math.ceil(len(tasks) / slots)
-    if (chosen is decided or chosen.split == decided.split) and finest > by_parallelism:
-        reasons.append(
-            f"split raised to {_mib(split)} from bytes / parallelism {parallelism} ({_mib(by_parallelism)}): "
-            f"a split below a row group of {_mib(row_group_bytes)} only adds tasks that read nothing"
-        )
-    elif chosen is decided or chosen.split == decided.split:
-        reasons.append(f"split at {_mib(split)} (bytes / parallelism {parallelism})")
-    else:
-        reasons.append(
-            f"split at {_mib(split)}: {len(tasks)} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
-            f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
-            f"{_mib(TASK_COST_BYTES)} a task: {_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
-            f"{len(decided.tasks)} tasks, {_mib(decided.cost)})"
-        )
-    if hot:
-        reasons.append(
-            f"the largest file holds {hot_share:.0%} of the bytes, more than one of {slots} slots' share: a "
-            f"hot key's rows, which AQE's skew join can split only by map task; read in chunks of at most "
-            f"{_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
-        )
-    if largest > split:
-        reasons.append(
-            f"files above {_mib(split)} are cut into chunks read by separate tasks "
-            f"(row groups of {_mib(row_group_bytes)} {'read from the footers' if groups_known else 'assumed'})"
-        )
-    if groups_known and (total + len(sizes) * open_cost) // cores <= open_cost:
-        reasons.append(
-            f"open cost {_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / {cores} cores) "
-            f"does not split a row group of {_mib(row_group_bytes)} (read from the files' footers)"
-        )
-    elif open_cost < SPARK_OPEN_COST_BYTES:
-        reasons.append(f"open cost {_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split")
-    if largest > split and row_group_bytes > split:
-        reasons.append(
-            f"row groups of {_mib(row_group_bytes)} are larger than the split: a file cannot be cut below that"
-        )
-    reasons.append(f"predicted {len(tasks)} tasks, max/median {spread(tasks):.2f}")
+    scan = scan_facts(sizes, parallelism, row_group_bytes, cores, slots)
+    decided = plan_split(scan, scan.finest)
+    hot = _holds_hot_key(scan)
+    coarsest = _coarsest_split(scan, hot)
+    chosen = _cheapest_even([decided, *candidate_plans(scan, coarsest)])
     return InputBalance(
-        max_partition_bytes=split,
-        open_cost_bytes=open_cost,
-        cores=cores,
-        row_group_bytes=row_group_bytes,
+        max_partition_bytes=chosen.split,
+        open_cost_bytes=chosen.open_cost,
+        cores=scan.cores,
+        row_group_bytes=scan.row_group_bytes,
         file_count=len(sizes),
-        file_bytes=(min(sizes), median, largest),
-        task_bytes=tasks,
-        default_task_bytes=tuple(
-            simulate_scan_tasks(
-                sizes,
-                max_partition_bytes=SPARK_MAX_PARTITION_BYTES,
-                open_cost_bytes=SPARK_OPEN_COST_BYTES,
-                min_partition_num=cores,
-                row_group_bytes=PARQUET_ROW_GROUP_BYTES,
-            )
-        ),
-        why="; ".join(reasons),
-        slots=slots,
+        file_bytes=(min(sizes), scan.median, scan.largest),
+        task_bytes=chosen.tasks,
+        default_task_bytes=spark_default_tasks(scan),
+        why=_why(scan, decided, chosen, hot, coarsest),
+        slots=scan.slots,
         decided_task_bytes=decided.tasks,
     )
 
 
-@dataclass(frozen=True)
-class _Plan:
-    split: int
-    open_cost: int
-    tasks: tuple[int, ...]
-    spread: float
-    cost: int
+def _check_arguments(file_bytes: Sequence[int], parallelism: int, row_group_bytes: int | None) -> None:
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
+    check_file_sizes(file_bytes)
+    if row_group_bytes is not None and row_group_bytes < 1:
+        raise ValueError(f"row_group_bytes must be >= 1, got {row_group_bytes}")
 
 
-def _candidate_splits(total: int, finest: int, parallelism: int, slots: int, coarsest: int) -> list[int]:
-    """Splits for whole waves of tasks over the slots, coarser than the decided parallelism's ``finest``
-    and at most ``coarsest``."""
-    most = max(1, math.ceil(parallelism / slots))
-    if most <= MAX_CANDIDATE_WAVES:
-        waves = list(range(1, most + 1))
-    else:
-        waves = sorted({round(most ** (i / (MAX_CANDIDATE_WAVES - 1))) for i in range(MAX_CANDIDATE_WAVES)})
-    splits = set()
-    for wave in waves:
-        tasks = min(parallelism, wave * slots)
-        for percent in SPLIT_STEP_PERCENTS:
-            split = -(-total * (100 + percent) // (100 * tasks))
-            if finest < split <= coarsest:
-                splits.add(split)
-    return sorted(splits, reverse=True)
+def _holds_hot_key(scan: ScanFacts) -> bool:
+    """Whether the largest file is skewed against the median and holds more than one slot's share."""
+    return scan.largest > SKEWED_INPUT_SPREAD * scan.median and scan.largest / scan.total > 1 / scan.slots
 
 
-def scan_cost(task_bytes: Sequence[int], slots: int, task_cost_bytes: int = TASK_COST_BYTES) -> int:
-    """Predicted cost of a scan, in bytes: the busiest slot when Spark hands the tasks, in order, to the
-    first free slot, each counting its bytes plus ``task_cost_bytes``. 0 for no tasks.
-    """
-    if slots < 1 or task_cost_bytes < 0:
-        raise ValueError(f"slots must be >= 1 and task_cost_bytes >= 0, got {slots}, {task_cost_bytes}")
-    busy = [0] * min(slots, max(1, len(task_bytes)))
-    for size in task_bytes:
-        heapq.heapreplace(busy, busy[0] + size + task_cost_bytes)
-    return max(busy) if task_bytes else 0
+def _coarsest_split(scan: ScanFacts, hot: bool) -> int:
+    """The coarsest split tried (never below ``scan.finest``)."""
+    # No coarser than Spark's 128 MiB default (or bytes / parallelism when that is coarser): a scan task
+    # streams its split, but beyond Spark's default a task is larger than any Spark user expects of a scan.
+    coarsest = max(scan.finest, SPARK_MAX_PARTITION_BYTES)
+    if not hot:
+        return coarsest
+    # A hot key's file above one slot's share: its rows are a shuffle partition that AQE's skew join can
+    # split only at map-output boundaries, so the scan's tasks are also the pieces it can make. Read it
+    # in at least two waves of tasks, so the pieces spread over every slot and outnumber the other join
+    # tasks (measured: 2 scan tasks left a 75% key in 2 join pieces, join max/median 3.4).
+    return max(scan.finest, min(coarsest, math.ceil(scan.largest / (HOT_FILE_WAVES * scan.slots))))
 
 
-def simulate_scan_tasks(
-    file_bytes: Sequence[int],
-    *,
-    max_partition_bytes: int,
-    open_cost_bytes: int,
-    min_partition_num: int,
-    row_group_bytes: int | None = None,
-) -> list[int]:
-    """Each scan task's data bytes as Spark packs these files (``FilePartition``), in Spark's order.
+def _cheapest_even(plans: Sequence[SplitPlan]) -> SplitPlan:
+    """The least predicted cost among the even plans, the fewest tasks on a tie; if none is even (row groups
+    too large to cut), the most even one."""
+    even = [p for p in plans if p.spread <= MAX_SPREAD]
+    if even:
+        return min(even, key=lambda p: (p.cost, len(p.tasks), p.split))
+    return min(plans, key=lambda p: (p.spread, p.cost, len(p.tasks)))
 
-    Files are split in chunks of ``maxSplitBytes``; a chunk's data is the row groups (of
-    ``row_group_bytes``, the last one shorter; None: splittable anywhere) whose midpoint lies in it.
-    Empty files are skipped.
-    """
-    _check_sizes(file_bytes)
-    if max_partition_bytes < 1 or open_cost_bytes < 0 or min_partition_num < 1:
-        raise ValueError(
-            "max_partition_bytes and min_partition_num must be >= 1 and open_cost_bytes >= 0, got "
-            f"{max_partition_bytes}, {min_partition_num}, {open_cost_bytes}"
+
+def _why(scan: ScanFacts, decided: SplitPlan, chosen: SplitPlan, hot: bool, coarsest: int) -> str:
+    """Why the scan is split as ``chosen``, for the decision's trace."""
+    split, open_cost, row_group = chosen.split, chosen.open_cost, scan.row_group_bytes
+    median, largest = scan.median, scan.largest
+    reasons = [
+        f"{len(scan.sizes)} files, median {format_mib(median)}, largest {format_mib(largest)} "
+        f"({largest / median:.1f}x the median)",
+        _split_reason(scan, decided, chosen),
+    ]
+    if hot:
+        reasons.append(
+            f"the largest file holds {largest / scan.total:.0%} of the bytes, more than one of {scan.slots} slots' "
+            f"share: a hot key's rows, which AQE's skew join can split only by map task; read in chunks of at most "
+            f"{format_mib(coarsest)} ({HOT_FILE_WAVES} waves of tasks)"
         )
-    sizes = [int(b) for b in file_bytes if b > 0]
-    total = sum(b + open_cost_bytes for b in sizes)
-    max_split = min(max_partition_bytes, max(open_cost_bytes, total // min_partition_num))
-    max_split = max(1, max_split)
-    chunks: list[tuple[int, int]] = []  # (split length, data bytes)
-    for size in sizes:
-        for offset in range(0, size, max_split):
-            length = min(max_split, size - offset)
-            chunks.append((length, _row_group_data(size, offset, length, row_group_bytes)))
-    chunks.sort(key=lambda c: c[0], reverse=True)  # Spark sorts by split length, a stable sort
-    tasks: list[int] = []
-    current, data, empty = 0, 0, True
-    for length, chunk_data in chunks:
-        if not empty and current + length > max_split:
-            tasks.append(data)
-            current, data, empty = 0, 0, True
-        current += length + open_cost_bytes
-        data += chunk_data
-        empty = False
-    if not empty:
-        tasks.append(data)
-    return tasks
+    if largest > split:
+        reasons.append(
+            f"files above {format_mib(split)} are cut into chunks read by separate tasks "
+            f"(row groups of {format_mib(row_group)} {'read from the footers' if scan.groups_known else 'assumed'})"
+        )
+    if scan.groups_known and (scan.total + len(scan.sizes) * open_cost) // scan.cores <= open_cost:
+        reasons.append(
+            f"open cost {format_mib(open_cost)} so Spark's bytes-per-core cut ((bytes + open costs) / "
+            f"{scan.cores} cores) does not split a row group of {format_mib(row_group)} (read from the files' footers)"
+        )
+    elif open_cost < SPARK_OPEN_COST_BYTES:
+        reasons.append(
+            f"open cost {format_mib(open_cost)} instead of Spark's 4 MiB so small files pack up to the split"
+        )
+    if largest > split and row_group > split:
+        reasons.append(
+            f"row groups of {format_mib(row_group)} are larger than the split: a file cannot be cut below that"
+        )
+    reasons.append(f"predicted {len(chosen.tasks)} tasks, max/median {spread(chosen.tasks):.2f}")
+    return "; ".join(reasons)
 
 
-def spread(task_bytes: Sequence[int]) -> float:
-    """max/median of task bytes; 1.0 for fewer than two tasks, inf when the median task reads nothing."""
-    if len(task_bytes) < 2:
-        return 1.0
-    median = _median(sorted(task_bytes))
-    if median <= 0:
-        return math.inf if max(task_bytes) > 0 else 1.0
-    return max(task_bytes) / median
-
-
-def _row_group_data(size: int, offset: int, length: int, row_group_bytes: int | None) -> int:
-    if row_group_bytes is None:
-        return length
-    r, end = row_group_bytes, offset + length
-    # Row groups [k*r, min((k+1)*r, size)) belong to the chunk holding their midpoint. The full ones
-    # (k < last) have midpoints k*r + r/2: offset <= k*r + r/2 < end, in integers (times 2).
-    last = -(-size // r) - 1
-    first_full = max(0, -((r - 2 * offset) // (2 * r)))
-    after_full = min(last, -((r - 2 * end) // (2 * r)))
-    data = max(0, after_full - first_full) * r
-    if 2 * offset <= last * r + size < 2 * end:  # the last row group, to the end of the file
-        data += size - last * r
-    return data
-
-
-def _median(ordered: Sequence[int]) -> float:
-    return float(statistics.median(ordered)) if ordered else 0.0
-
-
-def _check_sizes(file_bytes: Sequence[int]) -> None:
-    bad = [b for b in file_bytes if isinstance(b, bool) or not isinstance(b, int) or b < 0]
-    if bad:
-        raise ValueError(f"file sizes must be integers >= 0 bytes, got {bad[:3]}")
-
-
-def _mib(n: float) -> str:
-    return f"{n / MiB:.1f} MiB" if n >= MiB / 10 else f"{int(n)} B"
+def _split_reason(scan: ScanFacts, decided: SplitPlan, chosen: SplitPlan) -> str:
+    """Where the chosen split comes from: the decided parallelism (raised to a row group) or the least cost."""
+    split, parallelism = chosen.split, scan.parallelism
+    if chosen.split == decided.split and scan.finest > scan.by_parallelism:
+        return (
+            f"split raised to {format_mib(split)} from bytes / parallelism {parallelism} "
+            f"({format_mib(scan.by_parallelism)}): "
+            f"a split below a row group of {format_mib(scan.row_group_bytes)} only adds tasks that read nothing"
+        )
+    if chosen.split == decided.split:
+        return f"split at {format_mib(split)} (bytes / parallelism {parallelism})"
+    tasks, slots = len(chosen.tasks), scan.slots
+    waves = math.ceil(tasks / slots)
+    return (
+        f"split at {format_mib(split)}: {tasks} tasks in {waves} wave{'s' if waves != 1 else ''} over {slots} "
+        f"slots, the least predicted cost with max/median <= {MAX_SPREAD:g} (the busiest slot's bytes plus "
+        f"{format_mib(TASK_COST_BYTES)} a task: {format_mib(chosen.cost)}; at bytes / parallelism {parallelism}: "
+        f"{len(decided.tasks)} tasks, {format_mib(decided.cost)})"
+    )

@@ -43,3 +43,8 @@ def format_bytes(n: int | float) -> str:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def format_mib(n: float) -> str:
+    """Render a byte count in MiB as decisions' reasons do (``1.5 MiB``); below 0.1 MiB in bytes."""
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 / 10 else f"{int(n)} B"

@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_provider_finegrained.planning.sizing import (
-    RESERVED_MEMORY,
-    SPARK_DEFAULT_MEMORY_FRACTION,
-    RegionSizing,
-)
+from airflow_provider_finegrained.planning.cluster_profile import RESERVED_MEMORY, SPARK_DEFAULT_MEMORY_FRACTION
+from airflow_provider_finegrained.planning.sizing import RegionSizing
 from airflow_provider_finegrained.planning.units import format_bytes
 
 # What a running session can still change; anything else is fixed when the application starts.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_finegrained.planning import parse_bytes
-from airflow_provider_finegrained.planning.sizing import RESERVED_MEMORY, SPARK_DEFAULT_MEMORY_FRACTION
+from airflow_provider_finegrained.planning.cluster_profile import RESERVED_MEMORY, SPARK_DEFAULT_MEMORY_FRACTION
 
 MiB = 2**20
 

@@ -1,73 +1,20 @@
-"""Scan balance from measured file sizes: Spark's packing replayed, and the settings decided from it.
+"""Scan balance from measured file sizes: the settings decided from Spark's packing replayed.
 
 Every expected value is worked out by hand in the comment beside it (M = 1 MiB).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
 
 from airflow_provider_finegrained.planning import ClusterProfile, StageDemand, size_region
-from airflow_provider_finegrained.planning.balance import (
-    decide_adaptive,
-    decide_balance,
-    producer_row_group_bytes,
-    scan_cost,
-    simulate_scan_tasks,
-    skew_join_conf,
-    spread,
-)
+from airflow_provider_finegrained.planning.balance import decide_balance
+from airflow_provider_finegrained.planning.scan_splits import producer_row_group_bytes
 
 M = 2**20
 K = 2**10
-
-
-@pytest.mark.parametrize(
-    ("files", "kwargs", "expected"),
-    [
-        # nothing to read; empty files are skipped
-        ([], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, []),
-        ([0, 0], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, []),
-        # one file of 10, split 4: chunks 4, 4, 2, each alone
-        ([10], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, [4, 4, 2]),
-        # no open cost: four files of 1 fill one split of 4
-        ([1, 1, 1, 1], {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1}, [4]),
-        # open cost 1: after two files the task counts 4, the third would make it 5 > 4
-        ([1, 1, 1, 1], {"max_partition_bytes": 4, "open_cost_bytes": 1, "min_partition_num": 1}, [2, 2]),
-        # minPartitionNum 4: bytesPerCore 8 / 4 = 2 is below maxPartitionBytes 100, so the split is 2
-        ([8], {"max_partition_bytes": 100, "open_cost_bytes": 0, "min_partition_num": 4}, [2, 2, 2, 2]),
-        # open cost above maxPartitionBytes: min(2, max(5, 16)) = 2; every chunk alone, largest first
-        ([3, 3], {"max_partition_bytes": 2, "open_cost_bytes": 5, "min_partition_num": 1}, [2, 2, 1, 1]),
-        # sorted by size, largest first: 5 alone (5 + 1 > 5), then 3 + 1 (3+1 counted, 4+1 = 5 fits)
-        ([1, 5, 3], {"max_partition_bytes": 5, "open_cost_bytes": 0, "min_partition_num": 1}, [5, 4]),
-        # row groups of 4 in a file of 10 (midpoints 2, 6, 9), splits of 3: [0,3) holds 2, [3,6) none,
-        # [6,9) holds 6, [9,10) holds 9 -> data 4, 0, 4, 2
-        (
-            [10],
-            {"max_partition_bytes": 3, "open_cost_bytes": 0, "min_partition_num": 1, "row_group_bytes": 4},
-            [4, 0, 4, 2],
-        ),
-        # one row group larger than the file: the split holding the midpoint (5) reads it all
-        (
-            [10],
-            {"max_partition_bytes": 4, "open_cost_bytes": 0, "min_partition_num": 1, "row_group_bytes": 128},
-            [0, 10, 0],
-        ),
-    ],
-)
-def test_simulate_scan_tasks_table(files: list[int], kwargs: dict[str, Any], expected: list[int]) -> None:
-    assert simulate_scan_tasks(files, **kwargs) == expected
-
-
-@pytest.mark.parametrize(
-    ("tasks", "expected"),
-    [([], 1.0), ([7], 1.0), ([2, 2, 2], 1.0), ([1, 2, 8], 4.0), ([0, 0, 5], math.inf), ([0, 0], 1.0)],
-)
-def test_spread_table(tasks: list[int], expected: float) -> None:
-    assert spread(tasks) == expected
 
 
 @pytest.mark.parametrize(
@@ -260,26 +207,6 @@ def test_fewer_tasks_are_explained_with_their_cost() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tasks", "slots", "cost", "expected"),
-    [
-        ([], 2, 5, 0),  # nothing to run
-        ([5], 4, 2, 7),  # one task: its bytes and its fixed cost
-        ([10, 10, 10], 2, 0, 20),  # the third task goes to a slot after the first
-        # in Spark's order to the first free slot: 30 -> A (31); 10 -> B (11); 10 -> B (22); 10 -> B (33)
-        ([30, 10, 10, 10], 2, 1, 33),
-        ([4, 4, 4, 4], 4, 1, 5),  # one wave
-    ],
-)
-def test_scan_cost_table(tasks: list[int], slots: int, cost: int, expected: int) -> None:
-    assert scan_cost(tasks, slots, cost) == expected
-
-
-def test_scan_cost_rejects() -> None:
-    with pytest.raises(ValueError, match="slots must be >= 1 and task_cost_bytes >= 0, got 0, 1"):
-        scan_cost([1], 0, 1)
-
-
-@pytest.mark.parametrize(
     ("files", "parallelism", "kwargs", "message"),
     [
         ([], 0, {}, "parallelism must be an integer >= 1, got 0"),
@@ -306,16 +233,6 @@ def test_producer_row_group_table(bytes_per_task: int, expected: int) -> None:
     assert producer_row_group_bytes(bytes_per_task) == expected
 
 
-def test_skew_join_conf() -> None:
-    assert skew_join_conf(8 * M) == {
-        "spark.sql.adaptive.skewJoin.enabled": "true",
-        "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
-        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": str(8 * M),
-    }
-    with pytest.raises(ValueError, match="advisory partition bytes must be >= 1, got 0"):
-        skew_join_conf(0)
-
-
 def test_size_region_sets_the_balance_and_says_so() -> None:
     profile = ClusterProfile(total_cores=8, total_memory=64 * 2**30, executor_memory=8 * 2**30, local=True)
     files = (40 * M,) + (2 * M,) * 19
@@ -338,51 +255,3 @@ def test_size_region_sets_the_balance_and_says_so() -> None:
         "spark.sql.files.maxPartitionBytes": str(2**20),
     }
     assert not any(n.startswith("input balance") for n in plain.notes)
-
-
-@pytest.mark.parametrize(
-    ("files", "avg", "expected_advisory", "skewed"),
-    [
-        # no files scanned (an in-region handover): the planned bytes per task
-        (None, 8 * M, 8 * M, False),
-        # even files: not skewed
-        ([2 * M] * 8, 8 * M, 8 * M, False),
-        # largest exactly 2x the median: not skewed (the rule needs more than 2x)
-        ([4 * M] + [2 * M] * 7, 8 * M, 8 * M, False),
-        # 5 MiB over 2 MiB = 2.5x: skewed; share 5/19, advisory 8 MiB x 14/19 = 6181080.4 -> 6181080
-        ([5 * M] + [2 * M] * 7, 8 * M, 6_181_080, True),
-        # 40 MiB and 19 of 2 MiB: share 40/78, advisory 8 MiB x 38/78 = 4086757.7 -> 4086758
-        ([40 * M] + [2 * M] * 19, 8 * M, 4_086_758, True),
-        # one file holds 100/104 of the bytes: 8 MiB x 4/104 is below a quarter of 8 MiB -> 2 MiB
-        ([100 * M] + [M] * 4, 8 * M, 2 * M, True),
-        # tiny bytes per task: a quarter of 3 is 0, 3 x 4/104 rounds to 0, at least 1 byte
-        ([100 * M] + [M] * 4, 3, 1, True),
-    ],
-)
-def test_adaptive_sizes_table(files: list[int] | None, avg: int, expected_advisory: int, skewed: bool) -> None:
-    balance = decide_balance(files, 8) if files is not None else None
-    sizes = decide_adaptive(avg, balance)
-    assert (sizes.advisory_bytes, sizes.skew_threshold_bytes, sizes.skewed) == (
-        expected_advisory,
-        expected_advisory,
-        skewed,
-    )
-    assert sizes.session_conf() == {
-        "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(expected_advisory),
-        **skew_join_conf(expected_advisory),
-    }
-    record = sizes.to_dict()
-    assert record["settings"] == sizes.session_conf() and record["skewed_input"] is skewed
-    assert ("input skewed" in record["why"]) is skewed
-
-
-def test_adaptive_sizes_say_why() -> None:
-    sizes = decide_adaptive(8 * M, decide_balance([40 * M] + [2 * M] * 19, 8))
-    assert sizes.why.startswith("input skewed: largest file 20.0x the median, 51% of the scanned bytes")
-    assert "advisory and skew threshold 3.9 MiB (avg_bytes_per_task 8.0 MiB" in sizes.why
-
-
-@pytest.mark.parametrize("avg", [0, -1, True, 2.5])
-def test_adaptive_sizes_reject_bad_bytes_per_task(avg: Any) -> None:
-    with pytest.raises(ValueError, match=r"avg_bytes_per_task must be an integer >= 1, got "):
-        decide_adaptive(avg, None)

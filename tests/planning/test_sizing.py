@@ -279,7 +279,7 @@ GPU_AMOUNT_CASES = [
 
 @pytest.mark.parametrize(("slot_gpus", "slots", "expected"), GPU_AMOUNT_CASES)
 def test_gpu_amounts_are_what_spark_accepts(slot_gpus: float, slots: int, expected: tuple[int, float]) -> None:
-    from airflow_provider_finegrained.planning.sizing import gpu_amounts
+    from airflow_provider_finegrained.planning.executor_shape import gpu_amounts
 
     executor, task = gpu_amounts(slot_gpus, slots)
     assert (executor, task) == expected

@@ -21,7 +21,7 @@ import pytest
 
 from airflow_provider_finegrained.execution.decision import adaptive_conf, write_options
 from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig, StageDemand, size_region
-from airflow_provider_finegrained.planning.balance import spread
+from airflow_provider_finegrained.planning.scan_packing import spread
 from airflow_provider_finegrained.runtime.output import output_location, read_committed
 from airflow_provider_finegrained.storage.locations import join
 

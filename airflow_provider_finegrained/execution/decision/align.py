@@ -14,7 +14,7 @@ from dataclasses import replace
 from airflow_provider_finegrained.execution.decision.decider import StageChoice
 from airflow_provider_finegrained.planning import RegionSizing
 from airflow_provider_finegrained.planning.balance import decide_balance
-from airflow_provider_finegrained.planning.sizing import StageSizing, split_bytes
+from airflow_provider_finegrained.planning.stage_sizing import StageSizing, split_bytes
 
 
 def align_followers(sizing: RegionSizing, choices: Sequence[StageChoice]) -> RegionSizing:

@@ -31,8 +31,8 @@ from airflow_provider_finegrained.planning import (
     RegionSizing,
     size_region,
 )
-from airflow_provider_finegrained.planning.balance import decide_adaptive
-from airflow_provider_finegrained.planning.sizing import StageSizing
+from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive
+from airflow_provider_finegrained.planning.stage_sizing import StageSizing
 from airflow_provider_finegrained.secrets import redact_mapping
 
 

@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_provider_finegrained.planning import ParallelismConfig
-from airflow_provider_finegrained.planning.balance import InputBalance, decide_adaptive, producer_row_group_bytes
+from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive
 from airflow_provider_finegrained.planning.capacity import ResourceBounds
+from airflow_provider_finegrained.planning.input_balance import InputBalance
+from airflow_provider_finegrained.planning.scan_splits import producer_row_group_bytes
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ def adaptive_conf(
     """A stage's AQE settings: off, or on as an in-query correction towards the planned bytes per task.
 
     ``balance``: the stage's scanned files (``StageSizing.balance``); with skewed input the advisory size
-    and skew threshold go below the bytes per task (``planning.balance.decide_adaptive``).
+    and skew threshold go below the bytes per task (``planning.adaptive_sizes.decide_adaptive``).
     ``min_partitions``: the fewest partitions AQE may coalesce a shuffle into (``StageSizing.coalesce_floor``,
     the memory floor), set on every stage so that no stage inherits another's in a shared session.
     """

@@ -15,7 +15,7 @@ from airflow_provider_finegrained.contract import StageTrace
 from airflow_provider_finegrained.execution.decision.session import DecisionSettings
 from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, ResourceSpec
-from airflow_provider_finegrained.planning.sizing import StageSizing
+from airflow_provider_finegrained.planning.stage_sizing import StageSizing
 
 
 @dataclass(frozen=True)
