@@ -200,7 +200,8 @@ class RegionRunner:
             except Exception as exc:  # storage out of reach (a host cut off): still stop the application
                 self.log.warning("Region %s: its capacity reservation stays until it goes stale: %s", self.region, exc)
         launcher, remote = self._launcher, self._remote
-        follower = follower_of(self._handle, self.storage_options)
+        handle = self.submission.handle  # the application this try submitted, once submitted
+        follower = follower_of(handle, self.storage_options)
         if remote is None and follower is not None:
             # A try cut off from Airflow (its host lost the network) is stopped when it comes back: the retry
             # that reattached owns the application now, and killing it would fail the retry too.
@@ -209,23 +210,9 @@ class RegionRunner:
         if remote is not None:  # reattached: no process of this try runs it
             self.log.info("Region %s: %s", self.region, remote.kill())
         elif launcher is not None:
-            self.log.info("Region %s: %s", self.region, launcher.kill(self._handle))
+            self.log.info("Region %s: %s", self.region, launcher.kill(handle))
 
-    # ------------------------------------------------------------------ 0. an application of an earlier try
-
-    def forget(self) -> None:
-        self.record.forget()
-
-    @property
-    def _handle(self) -> LaunchHandle | None:
-        """The application this try submitted, once submitted."""
-        return self.submission.handle
-
-    @_handle.setter
-    def _handle(self, handle: LaunchHandle | None) -> None:
-        self.submission.handle = handle
-
-    # ------------------------------------------------------------------ 0b. follow an application not started here
+    # ------------------------------------------------------------------ 0. follow an application not started here
 
     def follow(self, handle: LaunchHandle, facts: RunFacts, status: LaunchStatus | None = None) -> RegionOutcome:
         """Collect the region from ``handle``'s application, which this process did not start (a retry that
@@ -269,7 +256,7 @@ class RegionRunner:
         app_conf = self.application_conf(submit_launcher(self.settings, self.log), decision)
         spark_conf = {m: redact_mapping({**app_conf, **decision.session_conf(m)}) for m in self.members}
         outcome = self.collect(decision, run_facts, spark_conf)
-        self.forget()
+        self.record.forget()
         ended = f"application {handle.remote_id} (submitted by try {handle.try_number}) ended {status.state}"
         return self.failure_of(result, ended) or outcome
 
@@ -369,7 +356,7 @@ class RegionRunner:
             launch=result,
         )
         outcome = self.collect(decision, facts, spark_conf)
-        self.forget()  # collected: a retry from here on submits its own application
+        self.record.forget()  # collected: a retry from here on submits its own application
         return self.failure_of(result) or outcome
 
     def application_conf(self, launcher: Launcher, decision: RegionDecision) -> dict[str, str]:

@@ -172,7 +172,7 @@ def test_without_a_task_state_store_nothing_is_remembered(manager: FakeManager, 
     run = runner(manager, tmp_path, store)
     run.record.remember(HANDLE)
     assert LaunchHandle.from_dict(store.values[APPLICATION_KEY]) == HANDLE
-    run.forget()
+    run.record.forget()
     assert store.values == {}
 
 
@@ -249,7 +249,7 @@ def test_a_superseded_try_leaves_the_application_its_retry_follows_running(
         dataclasses.replace(retry.record, try_number=follower).adopt(handle)
     store.get = None  # type: ignore[assignment,method-assign]  # a task being stopped may not reach Airflow's API
     first = runner(manager, tmp_path, store)
-    first._handle, launcher = handle, Launcher()  # what try 1 submitted and launched
+    first.submission.handle, launcher = handle, Launcher()  # what try 1 submitted and launched
     first._launcher = launcher  # type: ignore[assignment]
     first.kill()
     assert launcher.killed == ([handle] if kills else [])
@@ -266,7 +266,7 @@ def test_a_kill_stops_the_application_even_when_its_reservation_cannot_be_releas
 ) -> None:
     """A host cut off from the network: Airflow's supervisor stops the task, the ledger on S3 is out of reach."""
     run = runner(manager, tmp_path, Store())
-    run._handle, launcher = HANDLE, Launcher()
+    run.submission.handle, launcher = HANDLE, Launcher()
     run._launcher, run._grant = launcher, UnreachableGrant()  # type: ignore[assignment]
     run.kill()
     assert launcher.killed == [HANDLE]
