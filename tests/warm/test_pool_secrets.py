@@ -16,7 +16,7 @@ from airflow_provider_finegrained.warm import WarmPool, ensure_started, status, 
 from tests.security.test_secrets import AIRFLOW_NAMED_SECRETS
 from tests.warm.conftest import server_jvms, small_settings
 
-pytestmark = [pytest.mark.slow, pytest.mark.security]
+pytestmark = [pytest.mark.slow, pytest.mark.security, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")
