@@ -33,7 +33,7 @@ SPARK_SECRET_KEY_PATTERN: Final = re.compile(
     r"password|secret|token|credential|access[._-]?key|\.key(?:$|\.)", re.IGNORECASE
 )
 # A copy of Airflow 3.3's DEFAULT_SENSITIVE_FIELDS (airflow.sdk._shared.secrets_masker) for processes without
-# Airflow; tests/test_secrets.py fails when Airflow's set drifts from it.
+# Airflow; tests/security/test_secrets.py fails when Airflow's set drifts from it.
 AIRFLOW_DEFAULT_SENSITIVE_FIELDS: Final = frozenset(
     {
         "access_key",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh clone: sets up what it needs, then lint, types and every test
+# The whole test suite from a fresh clone: sets up what it needs, then lint, types, import contracts and every test
 # (slow end-to-end tests included; run `pytest -m "not slow"` for the fast ones alone).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,6 +11,8 @@ ruff check .
 ruff format --check .
 echo "== mypy"
 mypy
+echo "== import contracts (pyproject.toml's [tool.importlinter])"
+lint-imports
 echo "== pytest"
 bash scripts/install_browser.sh
 ensure_rehearsal_packages

@@ -60,6 +60,43 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     path.write_text("".join(f"{seconds:.2f}s {when} {nodeid}\n" for seconds, when, nodeid in phases))
 
 
+# -- tiers: what a test starts ------------------------------------------------------------------------
+
+STARTED_BY_FIXTURE: dict[str, tuple[str, ...]] = {
+    "airflow_db": ("airflow",),  # `airflow db migrate`; dag.test() and the CLI need it
+    "api_server": ("airflow",),
+    "prefixed_api_server": ("airflow",),
+    "browser": ("browser",),
+    "standalone_cluster": ("cluster",),
+    "hadoop_cluster": ("hadoop",),
+    # A Spark Connect server in local mode: the embedded default's warm pool, tests/warm's shared one.
+    "_embedded_warm_pool": ("spark",),
+    "shared_pool": ("spark",),
+    # A module's own local SparkSession (tests/runtime, tests/spark, tests/tpch).
+    "spark": ("spark",),
+    "classic_spark": ("spark",),
+}
+"""Tier markers (pyproject.toml's ``markers``) given to every test that uses one of these fixtures, directly or
+through another fixture; tests that start something themselves carry the marker in their module."""
+
+STARTED_IN_FOLDER: dict[str, tuple[str, ...]] = {
+    "e2e": ("spark",),  # stages under dag.test() on the embedded local Spark
+    "cluster": ("cluster",),
+}
+"""Tier markers of every test in a folder of tests/ (what its modules are about)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        started = {marker for name in names for marker in STARTED_BY_FIXTURE.get(name, ())}
+        parts = item.path.resolve().parts
+        if len(parts) > 2 and parts[-3] == "tests":
+            started.update(STARTED_IN_FOLDER.get(parts[-2], ()))
+        for marker in sorted(started - {mark.name for mark in item.iter_markers()}):
+            item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> None:
     """A migrated SQLite metadata database in the tests' AIRFLOW_HOME."""

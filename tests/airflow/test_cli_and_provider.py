@@ -14,7 +14,7 @@ from airflow_provider_finegrained.get_provider_info import get_provider_info
 from tests.conftest import REPO
 
 # Each case starts a Python with Airflow (about 8 s): run apart from the unit tests with -m slow.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.airflow]
 
 EXAMPLE = REPO / "dags_examples" / "tpch_plan.py"
 

@@ -540,6 +540,7 @@ def test_status_names_every_figure_missed() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 @pytest.mark.timeout(900)
 def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> None:
     import psutil

@@ -18,7 +18,7 @@ from bench.compare.pipeline import STAGES
 from bench.compare.runners import warm_folders, warm_pool_processes
 from tests.tpch import reference
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow]
 
 
 @pytest.mark.timeout(1800)

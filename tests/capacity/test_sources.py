@@ -568,6 +568,7 @@ def _wait_for(url: str, ready: Any, what: str, timeout_s: float = 120) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_fetch_from_a_real_master_after_dead_and_standby_ones(standalone_master: str, server: RecordingServer) -> None:
     server.serve("/json/", {**sample("standalone_idle.json"), "status": "STANDBY"})
     capacity = fetch_standalone_capacity([closed_port_url(), f"{server.url}/json/", standalone_master], timeout_s=5)

@@ -28,7 +28,7 @@ from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark
 from tests.cluster.conftest import assert_all_gone, sleeping_app
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

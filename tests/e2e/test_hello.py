@@ -44,7 +44,7 @@ def test_hello_stages_runs_and_publishes(examples: Path) -> None:
     assert ran and sum(s["per_executor"].get("driver", 0) for s in ran) == sum(s["tasks"] for s in ran)
     # The "Spark UI" link: the embedded default has no history server and the applications have ended when
     # the link is computed, with nothing keeping their UI: the link is empty, but each stage records its
-    # own application (tests/test_links.py has the run with a history server).
+    # own application (tests/operators/test_links.py has the run with a history server).
     targets = run_xcoms("hello_stages", run.run_id, SPARK_UI_KEY)
     links = run_xcoms("hello_stages", run.run_id, SparkUILink().xcom_key)
     assert set(targets) == set(links) == {"numbers", "squares"}

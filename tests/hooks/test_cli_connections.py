@@ -14,7 +14,7 @@ import pytest
 from airflow_provider_finegrained.settings import settable_fields, setting_of
 
 # Each Airflow CLI call starts a Python with Airflow (5-10 s): run apart from the unit tests with -m slow.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.airflow]
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 GiB = 2**30

@@ -296,6 +296,7 @@ def test_secrets_never_reach_the_message(monkeypatch: pytest.MonkeyPatch, server
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_a_real_standalone_master(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 

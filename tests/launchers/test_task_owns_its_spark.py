@@ -26,7 +26,7 @@ import pytest
 from airflow_provider_finegrained.spark.java import check_java
 from tests.launchers.kill_harness import MARKER_ENV, PUBLIC, SECRETS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 HARNESS = str(Path(__file__).with_name("kill_harness.py"))
 REPO_ROOT = str(Path(__file__).resolve().parents[2])

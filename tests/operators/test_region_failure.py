@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.conftest import load_dag, write_dag_file
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 DAG_TEXT = """
 import pendulum

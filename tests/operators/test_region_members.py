@@ -21,7 +21,7 @@ import pytest
 
 from tests.e2e.conftest import load_dag, run_xcoms, write_dag_file
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 DAG_ID = "region_members"
 

@@ -31,7 +31,7 @@ from airflow_provider_finegrained.spark.submit import (
     spark_submit_command,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 SUBMIT_TIMEOUT_S = 300.0

@@ -1,7 +1,7 @@
 """The Python side of the commit protocol, the same tests on a local folder, memory:// and a real S3 API.
 
 Part files are written by pyarrow through fsspec (a stand-in for Spark's writer, with its _SUCCESS
-and .crc files); the Spark side runs in tests/spark/test_output.py.
+and .crc files); the Spark side runs in tests/runtime/test_output.py.
 """
 
 from __future__ import annotations

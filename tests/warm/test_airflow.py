@@ -17,7 +17,7 @@ from airflow_provider_finegrained.warm.auth import read_token
 from airflow_provider_finegrained.warm.state import pool_processes
 from tests.e2e.conftest import load_dag, write_dag_file
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("airflow_db")]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.usefixtures("airflow_db")]
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 CONN_ID = "fg_warm_af"

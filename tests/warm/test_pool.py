@@ -29,7 +29,7 @@ from airflow_provider_finegrained.warm.server import free_port
 from airflow_provider_finegrained.warm.state import pool_processes
 from tests.warm.conftest import alive, server_jvms, small_settings, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 START = """
 import json, sys

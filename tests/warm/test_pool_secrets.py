@@ -13,10 +13,10 @@ import pytest
 from airflow_provider_finegrained.launchers.http import get_json
 from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF
 from airflow_provider_finegrained.warm import WarmPool, ensure_started, status, stop
-from tests.test_secrets import AIRFLOW_NAMED_SECRETS
+from tests.security.test_secrets import AIRFLOW_NAMED_SECRETS
 from tests.warm.conftest import server_jvms, small_settings
 
-pytestmark = [pytest.mark.slow, pytest.mark.security]
+pytestmark = [pytest.mark.slow, pytest.mark.security, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")

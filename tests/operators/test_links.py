@@ -222,6 +222,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_hello_stages_links_to_a_real_history_server(
     examples: Path, monkeypatch: pytest.MonkeyPatch, history_server: tuple[str, Path]
 ) -> None:

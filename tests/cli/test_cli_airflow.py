@@ -91,6 +91,7 @@ def _airflow(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.airflow
 def test_airflow_cli_help_and_plan() -> None:
     """The real ``airflow`` executable finds the group through provider discovery and runs ``plan``
     (no database needed). Exit codes of a failing command: the in-process test above."""

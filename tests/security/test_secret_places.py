@@ -18,7 +18,7 @@ from airflow_provider_finegrained.spark.submit import SubmitRequest, redacted_co
 from airflow_provider_finegrained.warm import pool_shape
 from airflow_provider_finegrained.warm.server import server_command, server_conf, server_env, server_secret_conf
 from tests.decisions import sized_decision
-from tests.test_secrets import AIRFLOW_NAMED_SECRETS
+from tests.security.test_secrets import AIRFLOW_NAMED_SECRETS
 
 pytestmark = pytest.mark.security
 
