@@ -56,7 +56,7 @@ def test_the_contracts_hold_on_the_tree() -> None:
 def test_a_planted_violation_breaks_its_contract(tmp_path: Path, module: str, planted: str, contract: str) -> None:
     shutil.copytree(REPO / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / PACKAGE / module
-    target.write_text(target.read_text() + f"\n{planted}  # planted by tests/imports/test_contracts.py\n")
+    target.write_text(target.read_text() + f"\n{planted}  # planted by tests/structure/test_contracts.py\n")
 
     result = lint_imports(tmp_path)
 
