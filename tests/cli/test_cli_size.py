@@ -67,3 +67,24 @@ def test_size_table_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_size_bad_input_is_a_clear_error(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     assert main(["size", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_finegrained_size_prints_what_a_run_decides_not_a_reduced_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: ``size`` once ran a reduced copy of the decision (no input balance, AQE or executors' lifecycle)
+    and printed other settings than a run of the same stage gets."""
+    files = ("--input-bytes", "300m", "--partitions", "3")
+    out = size_json(capsys, *files, "--cluster", "--cores", "8", "--memory", "32g")
+    conf, balance = out["spark_conf"], out["sizing"]["balance"]
+    assert isinstance(conf, dict) and isinstance(balance, dict)
+    # The input balance over the three files, as the trace states it.
+    assert balance["settings"] == {k: conf[k] for k in balance["settings"]}
+    assert set(balance["settings"]) == {"spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"}
+    # AQE as a run sets it: its advisory size, and no coalescing below the stage's memory floor.
+    assert conf["spark.sql.adaptive.enabled"] == "true"
+    assert conf["spark.sql.adaptive.coalescePartitions.minPartitionNum"] == str(out["sizing"]["memory_floor"])
+    assert conf["spark.sql.adaptive.advisoryPartitionSizeInBytes"] == str(64 * MiB)
+    # The executors' lifecycle: dynamic allocation up to the planned executors, released when idle.
+    assert conf["spark.dynamicAllocation.enabled"] == "true"
+    assert conf["spark.dynamicAllocation.executorIdleTimeout"] == "30s"
+    without = size_json(capsys, *files, "--no-aqe")["spark_conf"]
+    assert without["spark.sql.adaptive.enabled"] == "false"
