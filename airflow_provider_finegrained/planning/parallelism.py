@@ -11,7 +11,7 @@ from typing import Literal
 from airflow_provider_finegrained.planning.units import parse_bytes
 
 DEFAULT_AVG_BYTES_PER_TASK = 64 * 2**20
-"""Default bytes of upstream output per task; docs/benchmarks.md has the measurement behind it."""
+"""Default bytes of upstream output per task; docs/benchmarks/bytes-per-task.md has the measurement behind it."""
 
 NORMALIZE_MODES = ("none", "power_of_two")
 

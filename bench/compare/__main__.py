@@ -30,7 +30,7 @@ from bench.compare.variants import BASELINE, ORACLE, VARIANTS, Variant, select
 RESULTS = REPO / "bench" / "results"
 IMAGE = REPO / "docs" / "img" / "bench-compare.png"
 SWEEP_FILE = RESULTS / "compare-oracle-sweep.json"
-DOC = REPO / "docs" / "benchmarks.md"
+DOC = REPO / "docs" / "benchmarks" / "compare.md"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

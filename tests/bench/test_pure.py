@@ -301,4 +301,4 @@ def test_the_summary_is_quoted_between_the_markers_of_the_doc() -> None:
     doc = f"# B\n\n{BEGIN_MARK}\nold table\n{END_MARK}\n\nafter\n"
     assert quote_in_doc(doc, "| new |\n") == f"# B\n\n{BEGIN_MARK}\n| new |\n{END_MARK}\n\nafter\n"
     assert quote_in_doc("no markers", "| new |") == "no markers"
-    assert BEGIN_MARK in (REPO / "docs" / "benchmarks.md").read_text()
+    assert BEGIN_MARK in (REPO / "docs" / "benchmarks" / "compare.md").read_text()
