@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.kill_trials import table
-from bench.kill_trials.__main__ import parse
-from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
-from bench.kill_trials.outcome import (
+from tests.chaos import table
+from tests.chaos.__main__ import parse
+from tests.chaos.inspect_output import attempt_progress, committed_markers, leftovers
+from tests.chaos.outcome import (
     DOWNSTREAM_ROWS,
     INCOMPLETE_COMMIT,
     KILLED_TRY_PUBLISHED,
@@ -27,8 +27,8 @@ from bench.kill_trials.outcome import (
     classify,
     passed,
 )
-from bench.kill_trials.processes import role
-from bench.kill_trials.runner import install_dag, render_results
+from tests.chaos.processes import role
+from tests.chaos.runner import install_dag, render_results
 
 RUNNER = ProcessInfo(pid=4242, role="task runner", cmdline="airflow worker -- 0199-abc")
 JVM = ProcessInfo(pid=4300, role="spark-submit JVM", cmdline="java ... org.apache.spark.deploy.SparkSubmit ...")
@@ -215,7 +215,7 @@ def test_results_json_round_trips_into_the_same_markdown() -> None:
     records = [good(), good(trial=2, orphans=[JVM], notes=["the harness ended orphan 4300 (spark-submit JVM)"])]
     data = {
         "context": {
-            "command": "bash bench/kill_trials.sh --trials 2",
+            "command": "python -m tests.chaos --trials 2",
             "label": "before",
             "provider_code": "abc",
             "started_at": "t0",
@@ -232,7 +232,7 @@ def test_results_json_round_trips_into_the_same_markdown() -> None:
     assert [TrialRecord.from_dict(t).to_dict() for t in again["trials"]] == data["trials"]
     text = render_results(again)
     assert "| cold | 2 | 1/2 |" in text
-    assert "command: `bash bench/kill_trials.sh --trials 2`" in text
+    assert "command: `python -m tests.chaos --trials 2`" in text
     assert again["trials"][1]["failures"] == [ORPHAN_PROCESS] and again["trials"][1]["passed"] is False
     assert text.endswith("Notes:\n\n- cold #2: the harness ended orphan 4300 (spark-submit JVM)\n")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from bench.kill_trials.outcome import FAILING, LEFTOVER_STAGING, TrialRecord, classify, passed
+from tests.chaos.outcome import FAILING, LEFTOVER_STAGING, TrialRecord, classify, passed
 
 
 def _cell(text: str) -> str:

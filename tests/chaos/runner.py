@@ -8,7 +8,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -21,11 +20,11 @@ from typing import Any
 import psutil
 
 from airflow_provider_finegrained.warm.folders import pool_folders
-from bench.kill_trials import processes
-from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
-from bench.kill_trials.outcome import EXPECTED_ROWS, TrialRecord, classify, passed
-from bench.kill_trials.standalone import VENV_BIN, Standalone, airflow_env, free_port
-from bench.kill_trials.table import render
+from tests.chaos import processes
+from tests.chaos.inspect_output import attempt_progress, committed_markers, leftovers
+from tests.chaos.outcome import EXPECTED_ROWS, TrialRecord, classify, passed
+from tests.chaos.standalone import VENV_BIN, Standalone, airflow_env, free_port
+from tests.chaos.table import render
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "kill_trial"
@@ -84,7 +83,6 @@ def install_dag(dags: Path, row_sleep_s: float) -> None:
 
 def fast_jvm_options() -> str | None:
     """The test suite's JVM start-up options (class-data archive, C1 only), when its archive exists."""
-    sys.path.insert(0, str(REPO))
     try:
         from tests.jvm_start import archive_path, java_tool_options
 
@@ -319,7 +317,7 @@ def run(options: Options, argv: Sequence[str]) -> int:
     log(f"home {home}, provider code {commit}, API port {port}")
     records: list[TrialRecord] = []
     context = {
-        "command": "bash bench/kill_trials.sh " + " ".join(shlex.quote(arg) for arg in argv),
+        "command": "python -m tests.chaos " + " ".join(shlex.quote(arg) for arg in argv),
         "label": options.label,
         "provider_code": commit,
         "started_at": stamp,

@@ -1,4 +1,4 @@
-"""``python -m bench.kill_trials``: see bench/kill_trials.sh and docs/exactly-once.md."""
+"""``python -m tests.chaos --trials N``: kill trials, their table and results files (docs/exactly-once.md)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.kill_trials.runner import MODE_ENV, REPO, Options, render_results, run
+from tests.chaos.runner import MODE_ENV, REPO, Options, render_results, run
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/kill_trials.sh", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--trials", type=int, default=20, help="trials per mode (default 20)")
     parser.add_argument("--modes", default="cold,warm", help="comma-separated: cold, warm (default both)")
     parser.add_argument("--label", default="after", help="results file name under bench/results/kill_trials/")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from bench.kill_trials.outcome import ProcessInfo
+from tests.chaos.outcome import ProcessInfo
 
 
 def cmdline(process: psutil.Process) -> str:
