@@ -1,7 +1,7 @@
-"""Kill trials: start ``kill_harness.py`` (a stand-in task running a real local region), SIGKILL it after a
+"""Kill trials: start ``region_task.py`` (a stand-in task running a real local region), SIGKILL it after a
 delay, and time until every process of the region has ended.
 
-``python -m tests.launchers.kill_trials DELAYS [PYTHONPATH]``: DELAYS is a comma-separated list of seconds
+``python -m tests.chaos.region DELAYS [PYTHONPATH]``: DELAYS is a comma-separated list of seconds
 after the start (``5``), or after both Python workers are running (``w2``). PYTHONPATH (default: this
 checkout) names the code under test, e.g. an older checkout unpacked with ``git archive`` to reproduce.
 Prints one line per trial and ``N of M trials left no process``; exits 1 if any left one.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import psutil
 
-from tests.launchers.kill_harness import MARKER_ENV
+from tests.chaos.region_task import MARKER_ENV
 
-HARNESS = str(Path(__file__).with_name("kill_harness.py"))
+HARNESS = str(Path(__file__).with_name("region_task.py"))
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 GONE_WITHIN_S = 10.0
 WORKERS_TIMEOUT_S = 240.0

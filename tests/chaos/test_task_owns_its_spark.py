@@ -24,11 +24,11 @@ import psutil
 import pytest
 
 from airflow_provider_finegrained.spark.java import check_java
-from tests.launchers.kill_harness import MARKER_ENV, PUBLIC, SECRETS
+from tests.chaos.region_task import MARKER_ENV, PUBLIC, SECRETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-HARNESS = str(Path(__file__).with_name("kill_harness.py"))
+HARNESS = str(Path(__file__).with_name("region_task.py"))
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 240.0
 GONE_WITHIN_S = 10.0
