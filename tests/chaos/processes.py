@@ -39,6 +39,18 @@ def info(process: psutil.Process) -> ProcessInfo:
     return ProcessInfo(pid=process.pid, role=role(text), cmdline=text[:300])
 
 
+def marked(name: str, value: str) -> list[psutil.Process]:
+    """The live processes whose environment has ``name=value`` (the marker a region trial gives its region)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(name) == value and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
 def find_task_runner(ti_id: str) -> psutil.Process | None:
     """The LocalExecutor's forked task runner of one task instance: its title is ``airflow worker -- <ti id>``."""
     for process in psutil.process_iter():

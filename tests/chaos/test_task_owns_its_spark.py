@@ -4,85 +4,44 @@ While the region's stage blocks in Python workers: no secret setting is on any o
 lines, yet the driver sees them all; the secret properties file is already gone. Then the task process is
 killed with SIGKILL: the spark-submit JVM, the Python driver, pyspark's worker daemon and its workers all
 end within seconds (before the fix they ran on, re-parented to init: docs/cluster.md).
+
+The short version, in CI, of the region kill trial (region.py; ``python -m tests.chaos --modes region``).
 """
 
 from __future__ import annotations
 
 import glob
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
 from airflow_provider_finegrained.spark.java import check_java
-from tests.chaos.region_task import MARKER_ENV, PUBLIC, SECRETS
+from tests.chaos.outcome import REGION, TrialRecord
+from tests.chaos.region import RunningRegion, kill_and_inspect, start_region
+from tests.chaos.region_task import PUBLIC, SECRETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-HARNESS = str(Path(__file__).with_name("region_task.py"))
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 START_TIMEOUT_S = 240.0
 GONE_WITHIN_S = 10.0
 
 
-@dataclass
-class RunningRegion:
-    harness: subprocess.Popen[bytes]
-    work: Path
-    marker: str
-
-    def processes(self) -> list[psutil.Process]:
-        """The live processes of the region: every process whose environment carries the marker."""
-        found = []
-        for proc in psutil.process_iter():
-            try:
-                if proc.environ().get(MARKER_ENV) == self.marker and proc.status() != psutil.STATUS_ZOMBIE:
-                    found.append(proc)
-            except psutil.Error:
-                continue
-        return found
-
-    def log(self) -> str:
-        return (self.work / "harness.log").read_text(errors="replace")[-3000:]
-
-
 @pytest.fixture(scope="module")
 def region(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRegion]:
     check_java()
-    work = tmp_path_factory.mktemp("kill-region")
-    marker = uuid.uuid4().hex
-    # TMPDIR: the launcher's secret properties file is made there, where the test can look for it.
-    env = {**os.environ, "PYTHONPATH": REPO_ROOT, "SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": str(work)}
-    with open(work / "harness.log", "wb") as log:
-        harness = subprocess.Popen(
-            [sys.executable, HARNESS, str(work), marker],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    running = RunningRegion(harness, work, marker)
+    running = start_region(tmp_path_factory.mktemp("kill-region"), REPO_ROOT)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while len(glob.glob(str(work / "worker-*"))) < 2:
-            assert harness.poll() is None, f"the harness ended early:\n{running.log()}"
-            assert time.monotonic() < deadline, f"no Python worker started:\n{running.log()}"
-            time.sleep(0.5)
+        if not running.wait_for_workers(START_TIMEOUT_S):
+            assert running.task.poll() is None, f"the harness ended early:\n{running.log()}"
+            pytest.fail(f"no Python worker started:\n{running.log()}")
         yield running
     finally:
-        harness.kill()
-        harness.wait()
-        for proc in running.processes():
-            proc.kill()
+        running.stop()
 
 
 def _kind(proc: psutil.Process) -> str:
@@ -115,34 +74,16 @@ def test_no_secret_on_any_command_line_yet_the_driver_sees_them(region: RunningR
     assert glob.glob(str(region.work / "finegrained-conf-*")) == []
 
 
-def _status(proc: psutil.Process) -> str:
-    try:
-        return str(proc.status())
-    except psutil.NoSuchProcess:
-        return psutil.STATUS_DEAD
-
-
 def test_sigkill_of_the_task_leaves_no_spark_process(region: RunningRegion) -> None:
     procs = region.processes()
     before = {p.pid: _kind(p) for p in procs}
     assert sorted(before.values()) == ["daemon", "driver", "jvm", "worker", "worker"], region.log()
-    region.harness.kill()
-    region.harness.wait()
-    killed_at = time.monotonic()
-    alive = region.processes()
-    while alive and time.monotonic() - killed_at < GONE_WITHIN_S:
-        time.sleep(0.1)
-        alive = region.processes()
-    took = time.monotonic() - killed_at
-    assert alive == [], f"left running {took:.1f} s after SIGKILL: {[(p.pid, before.get(p.pid)) for p in alive]}"
-    for proc in procs:
-        # is_running() compares the start time too: with pid_max at 32768 a busy machine reuses pids within
-        # seconds, and another program's new process under an old pid is not ours. A process in the middle of
-        # exiting no longer shows its environment (so the marker search above misses it) but still runs: it
-        # gets what is left of the same deadline.
-        while (
-            proc.is_running() and _status(proc) != psutil.STATUS_ZOMBIE and time.monotonic() - killed_at < GONE_WITHIN_S
-        ):
-            time.sleep(0.1)
-        assert not proc.is_running() or _status(proc) == psutil.STATUS_ZOMBIE, (proc.pid, before[proc.pid])
+    # The harness's own kill and check (what `python -m tests.chaos --modes region` records per trial): the
+    # processes carrying the region's marker polled until none is left, then each process seen before the kill
+    # by pid and start time (one in the middle of exiting no longer shows the marker but still runs).
+    record = TrialRecord(mode=REGION, trial=1, run_id="test")
+    kill_and_inspect(region, record, GONE_WITHIN_S, "both Python workers ran")
+    took = record.seconds_to_finish or 0.0
+    left = [(orphan.pid, before.get(orphan.pid), orphan.role) for orphan in record.orphans]
+    assert left == [], f"left running {GONE_WITHIN_S:.0f} s after SIGKILL: {left}"
     print(f"all {len(before)} processes ({sorted(before.values())}) gone {took:.2f} s after SIGKILL")
