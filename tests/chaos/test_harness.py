@@ -355,3 +355,64 @@ def test_marked_processes_and_what_lingers_after_a_kill() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+STAND_IN_SCRIPT = """
+import os, subprocess, sys, time
+work, marker = sys.argv[1:3]
+env = {**os.environ, "FINEGRAINED_KILL_TEST": marker}
+if os.environ.get("STAND_IN_ORPHAN"):  # a process of the region that outlives it, as spark-submit's JVM did
+    subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    os.makedirs(os.path.join(work, "finegrained-conf-1"))
+    open(os.path.join(work, "finegrained-conf-1", "spark.properties"), "w").close()
+else:  # one that ends with its parent, as the provider's do (spark/parent_death.py)
+    follower = "import os, time\\nparent = os.getppid()\\nwhile os.getppid() == parent: time.sleep(0.05)"
+    subprocess.Popen([sys.executable, "-c", follower], env=env)
+for n in (1, 2):
+    open(os.path.join(work, f"worker-{n}"), "w").close()
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The region trials' stand-in task replaced by a plain Python script (no Spark): the trial's own steps."""
+    from tests.chaos import region
+
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN_SCRIPT)
+    monkeypatch.setattr(region, "TASK", str(script))
+    return tmp_path
+
+
+def test_a_region_trial_records_what_outlives_the_stand_in(stand_in: Path) -> None:
+    from tests.chaos.region import region_trial
+
+    work = stand_in / "work"
+    record = region_trial(1, "t-region-01-1", "w0", "", 0.5, work, {"STAND_IN_ORPHAN": "1"})
+    assert record.killed is not None and record.killed.role == "stand-in task"
+    assert record.kill_moment == "0 s after both Python workers ran: 1 process(es) of the region, 2 Python worker(s)"
+    assert [orphan.role for orphan in record.orphans] == ["other"]  # the `sleep` that outlived it
+    assert record.leftovers == ["finegrained-conf-1/spark.properties (secret properties)"]
+    assert classify(record) == [ORPHAN_PROCESS, LEFTOVER_STAGING]
+    assert record.notes == ["the harness ended 1 orphan(s) after the trial"]
+    assert list(work.iterdir()) == []  # the trial's folder is gone, and with it the orphan (ended)
+
+
+def test_the_region_mode_alone_runs_the_trials_and_writes_the_results(
+    stand_in: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.chaos.__main__ import main
+
+    results = stand_in / "results"
+    argv = ["--modes", "region", "--trials", "2", "--region-kill-at", "0.2,w0", "--source", "worktree"]
+    argv += ["--no-fast-jvm", "--label", "t", "--results", str(results), "--work", str(stand_in)]
+    assert main(argv) == 0
+    data = json.loads((results / "t.json").read_text())
+    assert [trial["passed"] for trial in data["trials"]] == [True, True]
+    assert data["trials"][0]["kill_moment"].startswith("0.2 s after the start")
+    assert data["trials"][1]["kill_moment"].startswith("0 s after both Python workers ran")
+    assert data["context"]["command"].startswith("python -m tests.chaos --modes region --trials 2")
+    printed = capsys.readouterr().out
+    assert "| region | 2 | 2/2 |" in printed and printed.count("| region |") == 3
+    assert (results / "t.md").read_text() in printed
