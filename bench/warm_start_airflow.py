@@ -36,8 +36,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.kill_trials.runner import snapshot_source  # noqa: E402
-from bench.kill_trials.standalone import VENV_BIN, Standalone, airflow_env, free_port  # noqa: E402
+from tests.chaos.runner import snapshot_source  # noqa: E402
+from tests.chaos.standalone import VENV_BIN, Standalone, airflow_env, free_port  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 DAG_ID = "warm_start_bench"

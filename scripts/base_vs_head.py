@@ -28,7 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.kill_trials.standalone import Standalone, airflow_env, free_port  # noqa: E402
+from tests.chaos.standalone import Standalone, airflow_env, free_port  # noqa: E402
 
 VENV = Path(sys.executable).parent
 EXAMPLES = ("tpch_pipeline.py", "tpch_queries.py", "tpch_data.py")

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.compare.__main__ import tables_for
-from bench.kill_trials.standalone import Standalone, airflow_env, free_port
 from bench.shared_cluster.events import AppUsage, idle_totals, read_apps
 from bench.shared_cluster.policies import (
     DYNAMIC_DAG_ID,
@@ -41,6 +40,7 @@ from bench.shared_cluster.policies import (
     provider_connection,
     queue_dag_text,
 )
+from tests.chaos.standalone import Standalone, airflow_env, free_port
 
 POLICIES = {"dynamic": DYNAMIC_DAG_ID, "provider": PROVIDER_DAG_ID, "provider+queue": QUEUE_DAG_ID}
 RUN_TIMEOUT_S = 3600

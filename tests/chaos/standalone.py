@@ -49,7 +49,7 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str]) -> dict[str, st
             # At that load the API server answered a task's start request after 7 to 25 s; Airflow's 5 s
             # client timeout retried it until the task failed ("Duplicate start request received").
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "120",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "bench.kill_trials.sqlite_args.CONNECT_ARGS",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "tests.chaos.sqlite_args.CONNECT_ARGS",
             # Every Airflow process imports the line above from this checkout.
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",

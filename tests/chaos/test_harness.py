@@ -1,18 +1,22 @@
-"""The kill-trial harness's pure parts: marker checks on real parquet files, classification, the table."""
+"""The kill-trial harness's pure parts: marker checks on real parquet files, classification, the table; and the
+region trial's process checks on a plain subprocess (no Spark)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.kill_trials import table
-from bench.kill_trials.__main__ import parse
-from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
-from bench.kill_trials.outcome import (
+from tests.chaos import table
+from tests.chaos.__main__ import parse
+from tests.chaos.inspect_output import attempt_progress, committed_markers, leftovers
+from tests.chaos.outcome import (
     DOWNSTREAM_ROWS,
     INCOMPLETE_COMMIT,
     KILLED_TRY_PUBLISHED,
@@ -20,6 +24,7 @@ from bench.kill_trials.outcome import (
     NOT_KILLED,
     ORPHAN_JOB,
     ORPHAN_PROCESS,
+    REGION,
     RETRY_FAILED,
     MarkerCheck,
     ProcessInfo,
@@ -27,8 +32,10 @@ from bench.kill_trials.outcome import (
     classify,
     passed,
 )
-from bench.kill_trials.processes import role
-from bench.kill_trials.runner import install_dag, render_results
+from tests.chaos.processes import marked, role
+from tests.chaos.region import lingering, parse_moment
+from tests.chaos.results import render_results
+from tests.chaos.runner import install_dag
 
 RUNNER = ProcessInfo(pid=4242, role="task runner", cmdline="airflow worker -- 0199-abc")
 JVM = ProcessInfo(pid=4300, role="spark-submit JVM", cmdline="java ... org.apache.spark.deploy.SparkSubmit ...")
@@ -215,7 +222,7 @@ def test_results_json_round_trips_into_the_same_markdown() -> None:
     records = [good(), good(trial=2, orphans=[JVM], notes=["the harness ended orphan 4300 (spark-submit JVM)"])]
     data = {
         "context": {
-            "command": "bash bench/kill_trials.sh --trials 2",
+            "command": "python -m tests.chaos --trials 2",
             "label": "before",
             "provider_code": "abc",
             "started_at": "t0",
@@ -232,7 +239,7 @@ def test_results_json_round_trips_into_the_same_markdown() -> None:
     assert [TrialRecord.from_dict(t).to_dict() for t in again["trials"]] == data["trials"]
     text = render_results(again)
     assert "| cold | 2 | 1/2 |" in text
-    assert "command: `bash bench/kill_trials.sh --trials 2`" in text
+    assert "command: `python -m tests.chaos --trials 2`" in text
     assert again["trials"][1]["failures"] == [ORPHAN_PROCESS] and again["trials"][1]["passed"] is False
     assert text.endswith("Notes:\n\n- cold #2: the harness ended orphan 4300 (spark-submit JVM)\n")
 
@@ -251,13 +258,161 @@ def test_kill_moments_cycle_over_the_trials() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--modes", "cold,hot"], "unknown mode(s) ['hot']; allowed: cold, warm"),
+        (["--modes", "cold,hot"], "unknown mode(s) ['hot']; allowed: cold, warm, region"),
         (["--trials", "0"], "at least 1"),
         (["--kill-at-parts", "0,x"], "--kill-at-parts '0,x': comma-separated whole numbers from 0 to 9"),
         (["--kill-at-parts", "12"], "--kill-at-parts '12': comma-separated whole numbers from 0 to 9"),
+        (["--region-kill-at", "5,x2"], "--region-kill-at '5,x2': comma-separated N or wN, N seconds (0 or more)"),
+        (["--region-kill-at", "w-1"], "--region-kill-at 'w-1': comma-separated N or wN, N seconds (0 or more)"),
+        (["--region-kill-at", ","], "--region-kill-at ',': comma-separated N or wN, N seconds (0 or more)"),
     ],
 )
 def test_bad_arguments_name_the_option(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse(argv)
     assert message in capsys.readouterr().err
+
+
+# -- the region mode: a stand-in task running one region, no Airflow
+
+
+STAND_IN = ProcessInfo(pid=5000, role="stand-in task", cmdline="python tests/chaos/region_task.py /tmp/w m")
+
+
+def region_record(**changes: object) -> TrialRecord:
+    record = TrialRecord(mode=REGION, trial=1, run_id="r-region-01-1", killed=STAND_IN, seconds_to_finish=0.4)
+    for name, value in changes.items():
+        setattr(record, name, value)
+    return record
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, []),  # no DAG run: no marker, no retry and no consumer to fail on
+        ({"killed": None}, [NOT_KILLED]),
+        ({"orphans": [JVM]}, [ORPHAN_PROCESS]),
+        ({"leftovers": ["finegrained-conf-x/spark.conf (secret properties)"]}, [LEFTOVER_STAGING]),
+    ],
+)
+def test_a_region_trial_fails_only_on_what_outlives_the_task(changes: dict[str, object], expected: list[str]) -> None:
+    record = region_record(**changes)
+    assert classify(record) == expected
+    assert passed(record) == all(name == LEFTOVER_STAGING for name in expected)
+
+
+def test_region_trials_share_the_table_and_results_file() -> None:
+    records = [region_record(), region_record(trial=2, orphans=[JVM])]
+    (summary,) = table.summary_rows(records)
+    assert summary[:4] == ["region", "2", "1/2", "0"]
+    trials = table.trial_rows(records)
+    assert trials[0] == ["region", "1", "stand-in task 5000", "none", "-", "-", "-", "-", "0", "pass"]
+    assert trials[1][-1] == "FAIL (orphan_process)"
+    context = {
+        "command": "python -m tests.chaos --modes region --trials 2",
+        "label": "region",
+        "provider_code": "abc",
+        "started_at": "t0",
+        "trials_per_mode": 2,
+        "modes": [REGION],
+        "region_kill_at": ["8", "w1"],
+        "kill_delay_s": 1.0,
+        "row_sleep_s": 2.0,
+        "expected_rows": 20,
+        "cpus": 2,
+    }
+    text = render_results({"context": context, "trials": [record.to_dict() for record in records]})
+    assert "killed at 8, w1 (N: seconds after its start" in text
+    assert "attempt folder" not in text  # the Airflow modes' kill moment is not theirs
+
+
+def test_region_options_and_moments() -> None:
+    args = parse(["--modes", "region", "--region-kill-at", "0.5,w2"])
+    assert args.modes == ("region",) and args.region_kill_at == ("0.5", "w2")
+    assert parse([]).region_kill_at == ("8", "w1")
+    assert [parse_moment(text) for text in ("5", "w0", "w1.5")] == [(False, 5.0), (True, 0.0), (True, 1.5)]
+    for bad in ("x", "w", "-1", "nan"):
+        with pytest.raises(ValueError):
+            parse_moment(bad)
+
+
+def test_marked_processes_and_what_lingers_after_a_kill() -> None:
+    marker = f"m{os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "FINEGRAINED_KILL_TEST": marker}
+    child = subprocess.Popen(["sleep", "60"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while not marked("FINEGRAINED_KILL_TEST", marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (found,) = marked("FINEGRAINED_KILL_TEST", marker)
+        assert found.pid == child.pid
+        assert marked("FINEGRAINED_KILL_TEST", marker + "-other") == []
+        assert lingering([found], time.monotonic()) == [found]  # alive at a deadline already past
+        child.kill()
+        assert lingering([found], time.monotonic() + 10) == []  # a zombie is gone
+        child.wait()
+        assert lingering([found], time.monotonic() + 10) == [] and marked("FINEGRAINED_KILL_TEST", marker) == []
+    finally:
+        child.kill()
+        child.wait()
+
+
+STAND_IN_SCRIPT = """
+import os, subprocess, sys, time
+work, marker = sys.argv[1:3]
+env = {**os.environ, "FINEGRAINED_KILL_TEST": marker}
+if os.environ.get("STAND_IN_ORPHAN"):  # a process of the region that outlives it, as spark-submit's JVM did
+    subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    os.makedirs(os.path.join(work, "finegrained-conf-1"))
+    open(os.path.join(work, "finegrained-conf-1", "spark.properties"), "w").close()
+else:  # one that ends with its parent, as the provider's do (spark/parent_death.py)
+    follower = "import os, time\\nparent = os.getppid()\\nwhile os.getppid() == parent: time.sleep(0.05)"
+    subprocess.Popen([sys.executable, "-c", follower], env=env)
+for n in (1, 2):
+    open(os.path.join(work, f"worker-{n}"), "w").close()
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The region trials' stand-in task replaced by a plain Python script (no Spark): the trial's own steps."""
+    from tests.chaos import region
+
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN_SCRIPT)
+    monkeypatch.setattr(region, "TASK", str(script))
+    return tmp_path
+
+
+def test_a_region_trial_records_what_outlives_the_stand_in(stand_in: Path) -> None:
+    from tests.chaos.region import region_trial
+
+    work = stand_in / "work"
+    record = region_trial(1, "t-region-01-1", "w0", "", 0.5, work, {"STAND_IN_ORPHAN": "1"})
+    assert record.killed is not None and record.killed.role == "stand-in task"
+    assert record.kill_moment == "0 s after both Python workers ran: 1 process(es) of the region, 2 Python worker(s)"
+    assert [orphan.role for orphan in record.orphans] == ["other"]  # the `sleep` that outlived it
+    assert record.leftovers == ["finegrained-conf-1/spark.properties (secret properties)"]
+    assert classify(record) == [ORPHAN_PROCESS, LEFTOVER_STAGING]
+    assert record.notes == ["the harness ended 1 orphan(s) after the trial"]
+    assert list(work.iterdir()) == []  # the trial's folder is gone, and with it the orphan (ended)
+
+
+def test_the_region_mode_alone_runs_the_trials_and_writes_the_results(
+    stand_in: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.chaos.__main__ import main
+
+    results = stand_in / "results"
+    argv = ["--modes", "region", "--trials", "2", "--region-kill-at", "0.2,w0", "--source", "worktree"]
+    argv += ["--no-fast-jvm", "--label", "t", "--results", str(results), "--work", str(stand_in)]
+    assert main(argv) == 0
+    data = json.loads((results / "t.json").read_text())
+    assert [trial["passed"] for trial in data["trials"]] == [True, True]
+    assert data["trials"][0]["kill_moment"].startswith("0.2 s after the start")
+    assert data["trials"][1]["kill_moment"].startswith("0 s after both Python workers ran")
+    assert data["context"]["command"].startswith("python -m tests.chaos --modes region --trials 2")
+    printed = capsys.readouterr().out
+    assert "| region | 2 | 2/2 |" in printed and printed.count("| region |") == 3
+    assert (results / "t.md").read_text() in printed

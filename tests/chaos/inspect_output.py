@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from bench.kill_trials.outcome import MarkerCheck
+from tests.chaos.outcome import MarkerCheck
 
 MARKER = "_COMMITTED"
 _TRY = re.compile(r"try=(\d+)$")

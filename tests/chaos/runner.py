@@ -1,4 +1,5 @@
-"""One harness run: a source snapshot, ``airflow standalone`` per mode, N kill trials each, results written."""
+"""One harness run: a source snapshot, ``airflow standalone`` per Airflow mode (the region mode needs none),
+N kill trials each, results written."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -21,11 +21,12 @@ from typing import Any
 import psutil
 
 from airflow_provider_finegrained.warm.folders import pool_folders
-from bench.kill_trials import processes
-from bench.kill_trials.inspect_output import attempt_progress, committed_markers, leftovers
-from bench.kill_trials.outcome import EXPECTED_ROWS, TrialRecord, classify, passed
-from bench.kill_trials.standalone import VENV_BIN, Standalone, airflow_env, free_port
-from bench.kill_trials.table import render
+from tests.chaos import processes
+from tests.chaos.inspect_output import attempt_progress, committed_markers, leftovers
+from tests.chaos.outcome import EXPECTED_ROWS, REGION, TrialRecord, classify, passed
+from tests.chaos.region import region_trial
+from tests.chaos.results import render_results, write_results
+from tests.chaos.standalone import VENV_BIN, Standalone, airflow_env, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "kill_trial"
@@ -36,6 +37,7 @@ MODE_ENV = {
     "cold": {"AIRFLOW__FINEGRAINED__WARM_POOL": "off"},
     "warm": {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "3600"},
 }
+MODES = (*MODE_ENV, REGION)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Options:
     fast_jvm: bool
     results: Path
     work: Path
+    region_kill_at: tuple[str, ...] = ("8", "w1")
+    """Region mode's kill moments, cycled over the trials: ``N`` s after the start, ``wN`` after the workers run."""
 
 
 def log(message: str) -> None:
@@ -84,7 +88,6 @@ def install_dag(dags: Path, row_sleep_s: float) -> None:
 
 def fast_jvm_options() -> str | None:
     """The test suite's JVM start-up options (class-data archive, C1 only), when its archive exists."""
-    sys.path.insert(0, str(REPO))
     try:
         from tests.jvm_start import archive_path, java_tool_options
 
@@ -279,12 +282,20 @@ def run_trial(
     consumer = [m for m in committed_markers(root / DAG_ID / run_id / CONSUMER) if m.complete(m.claimed_rows)]
     record.downstream_rows = consumer[-1].claimed_rows if consumer else None
     record.load_after = os.getloadavg()[0]
+    log_verdict(record)
+    return record
+
+
+def log_verdict(record: TrialRecord) -> None:
     verdict = "pass" if passed(record) else "FAIL"
+    if record.mode == REGION:
+        orphans = [(o.pid, o.role) for o in record.orphans]
+        log(f"{record.run_id}: {verdict} {classify(record)} {record.kill_moment}; orphans {orphans}")
+        return
     log(
-        f"{run_id}: {verdict} {classify(record)} run={record.run_state} tries={record.slow_tries} "
+        f"{record.run_id}: {verdict} {classify(record)} run={record.run_state} tries={record.slow_tries} "
         f"markers={[m.describe() for m in record.markers]} downstream={record.downstream_rows}"
     )
-    return record
 
 
 def _settle_orphans(record: TrialRecord) -> None:
@@ -303,12 +314,11 @@ def _settle_orphans(record: TrialRecord) -> None:
 
 
 def run(options: Options, argv: Sequence[str]) -> int:
+    """Every mode's trials, the results written after each trial; the table printed at the end."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     home = options.work / f"kill-trials-{stamp}"
     home.mkdir(parents=True)
     commit, source_dir = snapshot_source(options.source, home / "src")
-    install_dag(home / "dags", options.row_sleep_s)
-    root = home / "finegrained" / "storage"
     extra: dict[str, str] = {}
     if source_dir is not None:
         extra["PYTHONPATH"] = str(source_dir)  # ahead of the editable install's finder
@@ -319,7 +329,7 @@ def run(options: Options, argv: Sequence[str]) -> int:
     log(f"home {home}, provider code {commit}, API port {port}")
     records: list[TrialRecord] = []
     context = {
-        "command": "bash bench/kill_trials.sh " + " ".join(shlex.quote(arg) for arg in argv),
+        "command": "python -m tests.chaos " + " ".join(shlex.quote(arg) for arg in argv),
         "label": options.label,
         "provider_code": commit,
         "started_at": stamp,
@@ -333,47 +343,79 @@ def run(options: Options, argv: Sequence[str]) -> int:
         "cpus": os.cpu_count(),
         "standalone_start_s": {},
     }
-    subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"],
-        env=airflow_env(home, port, extra),
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    if REGION in options.modes:
+        context["region_kill_at"] = list(options.region_kill_at)
+    migrated = False
     for mode in options.modes:
-        env = airflow_env(home, port, {**extra, **MODE_ENV[mode]})
-        standalone = Standalone(home, env)
-        try:
-            context["standalone_start_s"][mode] = round(standalone.start(), 1)  # type: ignore[index]
-            log(f"{mode}: airflow standalone ready")
-            if mode == "warm":  # started outside any task, so no killed task is its parent
-                started = time.monotonic()
-                subprocess.run(
-                    [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm", "start"],
-                    env=env,
-                    capture_output=True,
-                    timeout=300,
-                    check=True,
-                )
-                context["warm_pool_start_s"] = round(time.monotonic() - started, 1)
-                log(f"warm: pool started in {context['warm_pool_start_s']} s")
-            if not wait_for(lambda s=standalone: s.dag_ready(DAG_ID), 180, step_s=2):  # type: ignore[misc]
-                raise RuntimeError(f"DAG {DAG_ID} not parsed and unpaused after 180 s; see {standalone.log}")
-            run_mode(standalone, root, mode, options, context, records)
-        finally:
-            standalone.stop()
-            if mode == "warm":
-                subprocess.run(
-                    [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm", "stop"],
-                    env=env,
-                    capture_output=True,
-                    timeout=180,
-                    check=False,
-                )
+        if mode == REGION:
+            run_region_mode(home, options, extra, context, records)
+            continue
+        if not migrated:  # once, before the first Airflow mode
+            install_dag(home / "dags", options.row_sleep_s)
+            subprocess.run(
+                [str(VENV_BIN / "airflow"), "db", "migrate"],
+                env=airflow_env(home, port, extra),
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
+            migrated = True
+        run_airflow_mode(home, airflow_env(home, port, {**extra, **MODE_ENV[mode]}), mode, options, context, records)
     context["ended_at"] = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    write_results(options, context, records)
+    write_results(options.results, options.label, context, records)
+    print(render_results({"context": context, "trials": [record.to_dict() for record in records]}), flush=True)
     log(f"results: {options.results / options.label}.json and .md")
     return 0 if records and all(passed(record) for record in records) else 1
+
+
+def run_airflow_mode(
+    home: Path, env: dict[str, str], mode: str, options: Options, context: dict[str, Any], records: list[TrialRecord]
+) -> None:
+    """``airflow standalone`` with the mode's settings (and, warm, the pool started outside any task), the
+    mode's trials, and everything stopped again."""
+    standalone = Standalone(home, env)
+    try:
+        context["standalone_start_s"][mode] = round(standalone.start(), 1)
+        log(f"{mode}: airflow standalone ready")
+        if mode == "warm":  # started outside any task, so no killed task is its parent
+            started = time.monotonic()
+            subprocess.run(
+                [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm", "start"],
+                env=env,
+                capture_output=True,
+                timeout=300,
+                check=True,
+            )
+            context["warm_pool_start_s"] = round(time.monotonic() - started, 1)
+            log(f"warm: pool started in {context['warm_pool_start_s']} s")
+        if not wait_for(lambda: standalone.dag_ready(DAG_ID), 180, step_s=2):
+            raise RuntimeError(f"DAG {DAG_ID} not parsed and unpaused after 180 s; see {standalone.log}")
+        run_mode(standalone, home / "finegrained" / "storage", mode, options, context, records)
+    finally:
+        standalone.stop()
+        if mode == "warm":
+            subprocess.run(
+                [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm", "stop"],
+                env=env,
+                capture_output=True,
+                timeout=180,
+                check=False,
+            )
+
+
+def run_region_mode(
+    home: Path, options: Options, extra: dict[str, str], context: dict[str, Any], records: list[TrialRecord]
+) -> None:
+    """The region trials, one after another, each on its own stand-in task (no Airflow)."""
+    pythonpath = extra.get("PYTHONPATH", str(REPO))
+    env = {key: value for key, value in extra.items() if key != "PYTHONPATH"}
+    for number in range(1, options.trials + 1):
+        moment = options.region_kill_at[(number - 1) % len(options.region_kill_at)]
+        run_id = run_id_for(options, REGION, number)
+        record = region_trial(number, run_id, moment, pythonpath, ORPHAN_WAIT_S, home / "region", env)
+        log_verdict(record)
+        records.append(record)
+        write_results(options.results, options.label, context, records)
 
 
 def run_mode(
@@ -398,31 +440,4 @@ def run_mode(
         records.append(
             run_trial(standalone, root, mode, number, options, trigger, functools.partial(trigger_next, number))
         )
-        write_results(options, context, records)
-
-
-def write_results(options: Options, context: dict[str, Any], records: Sequence[TrialRecord]) -> None:
-    options.results.mkdir(parents=True, exist_ok=True)
-    data = {"context": context, "trials": [record.to_dict() for record in records]}
-    (options.results / f"{options.label}.json").write_text(json.dumps(data, indent=1) + "\n")
-    (options.results / f"{options.label}.md").write_text(render_results(data))
-
-
-def render_results(data: dict[str, Any]) -> str:
-    """The markdown of a results JSON (also used to re-render without running)."""
-    context = data["context"]
-    records = [TrialRecord.from_dict(trial) for trial in data["trials"]]
-    kill_at = " or ".join(str(n) for n in context.get("kill_at_parts", [0]))
-    loads = [r.load_before for r in records if r.load_before is not None]
-    lines = [
-        f"command: `{context['command']}`",
-        f"provider code: {context['provider_code']}",
-        f"started {context['started_at']}, ended {context.get('ended_at', '(running)')}",
-        f"{context['trials_per_mode']} trial(s) per mode; kill {context['kill_delay_s']} s after the slow stage's "
-        f"attempt folder appeared with at least {kill_at} part file(s) in it (cycled over the trials); "
-        f"{context['expected_rows']} rows in 10 files, {context['row_sleep_s']} s of sleep per row",
-        f"machine: {context['cpus']} cores, 1-min load at the trials' starts {min(loads):.1f}-{max(loads):.1f}"
-        if loads
-        else f"machine: {context['cpus']} cores",
-    ]
-    return render(records, f"Kill trials: {context['label']}", lines)
+        write_results(options.results, options.label, context, records)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from bench.kill_trials.outcome import FAILING, LEFTOVER_STAGING, TrialRecord, classify, passed
+from tests.chaos.outcome import FAILING, LEFTOVER_STAGING, REGION, TrialRecord, classify, passed
 
 
 def _cell(text: str) -> str:
@@ -38,7 +38,9 @@ def trial_rows(records: Sequence[TrialRecord]) -> list[list[str]]:
             orphans = f"{len(record.orphans)}: {orphans}"
         if record.orphan_jobs:
             orphans += f"; jobs {record.orphan_jobs} still running"
-        markers = "; ".join(marker.describe() for marker in record.markers) or "none"
+        markers = "; ".join(marker.describe() for marker in record.markers) or (
+            "-" if record.mode == REGION else "none"
+        )
         tries = ", ".join(f"{number}:{state}" for number, state in sorted(record.slow_tries.items())) or "-"
         failures = classify(record)
         verdict = "pass" if passed(record) else "FAIL"

@@ -8,6 +8,9 @@ from typing import Any
 EXPECTED_ROWS = 20
 """Rows the slow stage writes (trial_dag.py); every committed output and the consumer must hold exactly these."""
 
+REGION = "region"
+"""The mode without Airflow (region.py): a stand-in task runs one region and is killed; no DAG run, no output."""
+
 # Failure classes, in the order the table shows them. A trial passes when it has none of FAILING.
 NOT_KILLED = "not_killed"
 ORPHAN_PROCESS = "orphan_process"
@@ -26,13 +29,14 @@ FAILING = (
     DOWNSTREAM_ROWS,
 )
 LEFTOVER_STAGING = "leftover_staging"
-"""Not failing: uncommitted files the killed try left once the run ended (readers ignore them)."""
+"""Not failing: uncommitted files the killed try left once the run ended (readers ignore them); region mode: the
+launcher's secret properties file left behind."""
 
 MEANING = {
     NOT_KILLED: "the harness never reached the kill moment (the stage's Spark job never started writing, or no "
-    "task process was found): the trial proves nothing",
-    ORPHAN_PROCESS: "a process of the killed try (spark-submit JVM, Python driver, PySpark worker) was still "
-    "alive 15 s after the kill",
+    "task process was found; region mode: the stand-in task ended on its own): the trial proves nothing",
+    ORPHAN_PROCESS: "a process of the killed try (spark-submit JVM, Python driver, PySpark worker; region mode: of "
+    "the stand-in task's region) was still alive 15 s after the kill",
     ORPHAN_JOB: "warm mode: a Spark job of the killed try's Connect session was still running in the pool 15 s "
     "after the kill",
     INCOMPLETE_COMMIT: "a _COMMITTED marker lists files that are missing or of another size, or claims rows that "
@@ -42,7 +46,8 @@ MEANING = {
     RETRY_FAILED: "the DAG run or the retry of the slow stage did not end in success",
     DOWNSTREAM_ROWS: "the consumer stage did not commit exactly the 20 rows of the slow stage",
     LEFTOVER_STAGING: "(not failing) uncommitted staging files of the killed try were left in the stage folder "
-    "after the run ended",
+    "after the run ended; region mode: the launcher's secret properties file was left in the task's temp folder "
+    "(spark-submit killed before its application was named)",
 }
 
 
@@ -91,9 +96,11 @@ class ProcessInfo:
 
     pid: int
     role: str
-    """``task runner``, ``spark-submit JVM``, ``python driver``, ``pyspark worker``, ``other``."""
+    """``task runner``, ``stand-in task`` (region mode), ``spark-submit JVM``, ``python driver``, ``pyspark worker``,
+    ``other``."""
     cmdline: str
-    """Shortened, for the record (never holds secrets here: the trial DAG sets none)."""
+    """Shortened, for the record (never holds a real secret: the trial DAG sets none, the region trial's are
+    made-up values)."""
 
 
 @dataclass
@@ -156,6 +163,16 @@ def classify(record: TrialRecord, expected_rows: int = EXPECTED_ROWS) -> list[st
         found.append(ORPHAN_PROCESS)
     if record.orphan_jobs:
         found.append(ORPHAN_JOB)
+    if record.mode != REGION:  # a region trial has no DAG run: no output, no retry, no consumer
+        found += _run_failures(record, expected_rows)
+    if record.leftovers:
+        found.append(LEFTOVER_STAGING)
+    return found
+
+
+def _run_failures(record: TrialRecord, expected_rows: int) -> list[str]:
+    """What the DAG run's outputs and tries say: the markers of the slow stage, its retry, the consumer's rows."""
+    found: list[str] = []
     if any(not marker.complete(expected_rows) for marker in record.markers):
         found.append(INCOMPLETE_COMMIT)
     if any(marker.try_number == 1 for marker in record.markers):
@@ -165,11 +182,10 @@ def classify(record: TrialRecord, expected_rows: int = EXPECTED_ROWS) -> list[st
         found.append(RETRY_FAILED)
     if record.downstream_rows != expected_rows:
         found.append(DOWNSTREAM_ROWS)
-    if record.leftovers:
-        found.append(LEFTOVER_STAGING)
     return found
 
 
 def passed(record: TrialRecord, expected_rows: int = EXPECTED_ROWS) -> bool:
-    """No orphan, no incomplete or late commit, the retry succeeded and downstream read the 20 rows."""
+    """No orphan, no incomplete or late commit, the retry succeeded and downstream read the 20 rows (a region
+    trial: the stand-in was killed and no process of its region outlived it)."""
     return not any(name in FAILING for name in classify(record, expected_rows))

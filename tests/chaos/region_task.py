@@ -1,13 +1,14 @@
 """A stand-in for an Airflow task process: runs one real local-mode region through the local launcher.
 
-``python kill_harness.py WORKDIR MARKER``. The region's one stage (an application file run by
+``python region_task.py WORKDIR MARKER``. The region's one stage (an application file run by
 ``runtime/driver.py``) records the Spark settings its driver sees, then blocks in Python workers
 (``mapPartitions`` that sleeps), each worker leaving ``worker-<pid>`` in WORKDIR. Every process of the
 region carries ``FINEGRAINED_KILL_TEST=<MARKER>`` in its environment. The harness prints its pid and
-waits for the launch; a test kills it with SIGKILL, as a worker's OOM killer or ``kill -9`` would.
+waits for the launch; the region trial (region.py) or its test kills it with SIGKILL, as a worker's OOM
+killer or ``kill -9`` would.
 
 Uses only what the provider had before the kill fix too, so the same harness reproduces the orphans on
-an older checkout (PYTHONPATH=<old checkout> python kill_harness.py ...).
+an older checkout (PYTHONPATH=<old checkout> python region_task.py ...).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from bench.kill_trials.outcome import ProcessInfo
+from tests.chaos.outcome import ProcessInfo
 
 
 def cmdline(process: psutil.Process) -> str:
@@ -37,6 +37,18 @@ def role(text: str) -> str:
 def info(process: psutil.Process) -> ProcessInfo:
     text = cmdline(process)
     return ProcessInfo(pid=process.pid, role=role(text), cmdline=text[:300])
+
+
+def marked(name: str, value: str) -> list[psutil.Process]:
+    """The live processes whose environment has ``name=value`` (the marker a region trial gives its region)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(name) == value and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
 
 
 def find_task_runner(ti_id: str) -> psutil.Process | None:

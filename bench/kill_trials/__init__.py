@@ -1,5 +1,0 @@
-"""Kill trials: kill -9 a running stage task under ``airflow standalone`` and check what survives (issue 17).
-
-``bash bench/kill_trials.sh [--trials N] [--modes cold,warm]``; see docs/exactly-once.md. The pure parts
-(:mod:`.outcome`, :mod:`.table`, :mod:`.inspect_output`) are tested in tests/bench/test_kill_trials.py.
-"""
