@@ -13,8 +13,6 @@ import pytest
 
 from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
 from bench.simulate.__main__ import main, status
-from bench.simulate.app_start import context_share
-from bench.simulate.app_start import main as app_start_main
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
 from bench.simulate.events import EventLoop
@@ -368,7 +366,7 @@ def test_loopback_fit_takes_an_applications_start_from_its_measurement(tmp_path:
     # Recorded, not charged before the first job: (400 - 100) / 8 - 1.5, the failed run left out.
     assert model.fit["app_life_cpu_per_scale_s"] == {"0.1": 36.0}
     assert "executor_cpu_s" not in model.fit["assumed"] and "airflow_task_cpu_s" in model.fit["assumed"]
-    with pytest.raises(FileNotFoundError, match=r"python -m bench\.simulate\.app_start"):
+    with pytest.raises(FileNotFoundError, match=r"python -m bench\.app_start"):
         fit_loopback(tmp_path / "none")
     # The measurement in the repository: a trivial application's start costs 15 to 30 CPU s here.
     assert 15 < fit_loopback(REPO / "bench" / "results").app_cpu_s < 30
@@ -493,23 +491,6 @@ def test_validate_simulates_a_measured_policy_as_it_ran(tmp_path: Path) -> None:
         validate(path, HAND, simulate_as={"dynamic": "provider"})
 
 
-def test_app_start_finds_where_the_event_log_begins(tmp_path: Path) -> None:
-    folder = tmp_path / "eventlog_v2_local-1"
-    folder.mkdir()
-    events = [
-        {"Event": "SparkListenerLogStart"},
-        {"Event": "SparkListenerApplicationStart", "Timestamp": 104_000},
-        {"Event": "SparkListenerJobStart", "Submission Time": 110_000},
-        {"Event": "SparkListenerJobStart", "Submission Time": 120_000},
-    ]
-    (folder / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events))
-    (folder / "appstatus_local-1").write_text("")
-    # Launched at 100 s: the SparkContext began 4 s in, the first job 10 s in.
-    assert context_share(tmp_path, 100.0) == pytest.approx(0.4)
-    with pytest.raises(ValueError, match="no application start or job after the launch"):
-        context_share(tmp_path, 115.0)
-
-
 def test_provider_waits_instead_of_running_below_a_share_of_its_request() -> None:
     cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
     runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
@@ -537,34 +518,6 @@ def test_status_names_every_figure_missed() -> None:
         "NOT VALIDATED: against 2 measured file(s), the simulator misses by more than 20%: "
         "earlier/provider queue_s 1.49x; no figure it misses may be quoted"
     )
-
-
-@pytest.mark.slow
-@pytest.mark.cluster
-@pytest.mark.timeout(900)
-def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> None:
-    import psutil
-
-    def spark_jvms() -> set[int]:
-        classes = ("CoarseGrainedExecutorBackend", "deploy.master.Master", "deploy.worker.Worker", "SparkSubmit")
-        return {
-            p.pid
-            for p in psutil.process_iter(["cmdline"])
-            if any(c in arg for arg in (p.info["cmdline"] or []) for c in classes)
-        }
-
-    before = spark_jvms()
-    assert app_start_main(["--repeats", "1", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "app-start.json").read_text())
-    # One trivial PySpark application and one executor's JVM start. How much CPU each costs depends on the
-    # JVM's flags (22 and 6.5 CPU s on the idle benchmark machine; 4.4 and 1.1 under the test suite's
-    # class-data archive and C1, tests/jvm_start.py), so only their order is asserted: an application
-    # starts a JVM and a Python driver and runs a job, an executor only starts a JVM.
-    assert 0 < result["median_context_share"] < 1
-    assert 0.2 < result["executor"]["median_cpu_s"] < result["median_cpu_s"] < 200
-    assert result["executor"]["median_wall_s"] > 0
-    # The applications and the one-worker cluster it started are gone, executors included.
-    assert spark_jvms() - before == set()
 
 
 def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_horizon() -> None:
