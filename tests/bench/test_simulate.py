@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import subprocess
@@ -19,6 +20,7 @@ from bench.simulate.events import EventLoop
 from bench.simulate.loopback import LoopbackModel, SharedCPU, fit_loopback, ps_rate
 from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validate
 from bench.simulate.sim import PolicySpec, Simulation, simulate
+from bench.simulate.tpch import PIPELINED, STAGE_INPUTS
 from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload
 
 REPO = Path(__file__).resolve().parents[2]
@@ -542,3 +544,36 @@ def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_h
         Simulation(cluster, HAND, policy, runs, streams=1)
     with pytest.raises(RuntimeError, match="a stream had no run left to start at 59 s"):  # 3 x one
         simulate(cluster, HAND, policy, runs[:3], streams=1, horizon_s=10 * one)
+
+
+def test_the_tpch_shape_is_the_example_dags() -> None:
+    """bench.simulate.tpch's stages, inputs and pipelined edges as dags_examples/tpch_pipeline.py declares them."""
+    tree = ast.parse((REPO / "dags_examples" / "tpch_pipeline.py").read_text())
+
+    def is_call(node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+
+    def keyword(call: ast.Call, name: str) -> Any:
+        return next(k.value for k in call.keywords if k.arg == name)
+
+    variables = {
+        n.targets[0].id: keyword(n.value, "task_id").value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and is_call(n.value, "Stage")
+    }
+    declared: dict[str, dict[str, str]] = {}
+    pipelined = set()
+    for call in (n for n in ast.walk(tree) if is_call(n, "Stage")):
+        stage = keyword(call, "task_id").value
+        declared[stage] = {}
+        for key, value in zip(keyword(call, "inputs").keys, keyword(call, "inputs").values, strict=True):
+            if is_call(value, "table"):
+                declared[stage][key.value] = f"table:{value.args[0].value}"
+                continue
+            if is_call(value, "Input"):
+                if any(k.arg == "mode" and k.value.value == "pipelined" for k in value.keywords):
+                    pipelined.add((variables[value.args[0].id], stage))
+                value = value.args[0]
+            declared[stage][key.value] = f"stage:{variables[value.id]}"
+    assert list(declared) == list(STAGE_INPUTS) and declared == STAGE_INPUTS
+    assert pipelined == PIPELINED
