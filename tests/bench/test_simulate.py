@@ -1,4 +1,5 @@
-"""The cluster simulator (bench/simulate): event loop, cost model, hand-worked runs, the real planner, validation."""
+"""The cluster simulator (bench/simulate): event loop, cost model, hand-worked runs, the planning core's decisions
+(against the provider's own), validation, and the package's imports."""
 
 from __future__ import annotations
 
@@ -7,21 +8,32 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
+from airflow_provider_finegrained import planning
+from airflow_provider_finegrained.planning import (
+    DagPlan,
+    ParallelismConfig,
+    RegionSizing,
+    StageInput,
+    StageSpec,
+    plan_stages,
+)
 from bench.simulate.__main__ import main, status
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
+from bench.simulate.decision import StageBytes, decide_region_sizing, forward_group_peers
 from bench.simulate.events import EventLoop
 from bench.simulate.loopback import LoopbackModel, SharedCPU, fit_loopback, ps_rate
 from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validate
-from bench.simulate.sim import PolicySpec, Simulation, simulate
+from bench.simulate.sim import PolicySpec, Simulation, region_inputs, simulate
 from bench.simulate.tpch import PIPELINED, STAGE_INPUTS
-from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload
+from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload, tpch_run
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20
@@ -544,6 +556,103 @@ def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_h
         Simulation(cluster, HAND, policy, runs, streams=1)
     with pytest.raises(RuntimeError, match="a stream had no run left to start at 59 s"):  # 3 x one
         simulate(cluster, HAND, policy, runs[:3], streams=1, horizon_s=10 * one)
+
+
+SIMULATOR = REPO / "bench" / "simulate"
+
+
+def test_the_simulator_imports_only_the_planning_cores_public_names_and_no_other_benchmark() -> None:
+    """Its own package: of the provider only ``from airflow_provider_finegrained.planning import <__all__>``, of
+    bench only bench.simulate itself (other experiments' measurements are read as files), nothing dynamic."""
+    public = set(planning.__all__)
+    wrong = []
+    modules = sorted(SIMULATOR.rglob("*.py"))
+    for path in modules:
+        where = path.relative_to(REPO)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level > 1:
+                    wrong.append(f"{where}:{node.lineno} imports {'.' * node.level}{module}: outside the package")
+                    continue
+                names = [] if node.level else [module]  # a relative import of one level stays in the package
+                if module == "airflow_provider_finegrained.planning" and not node.level:
+                    private = sorted(a.name for a in node.names if a.name not in public)
+                    if private:
+                        wrong.append(f"{where}:{node.lineno} imports {private}, not in planning.__all__")
+                    continue
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+                wrong.append(f"{where}:{node.lineno} calls __import__")
+                continue
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top == "importlib":
+                    wrong.append(f"{where}:{node.lineno} imports {name}")
+                elif top == "airflow_provider_finegrained":
+                    wrong.append(f"{where}:{node.lineno} imports {name}: only planning's public names")
+                elif top == "bench" and not (name == "bench.simulate" or name.startswith("bench.simulate.")):
+                    wrong.append(f"{where}:{node.lineno} imports {name}: no other benchmark")
+    assert len(modules) >= 10
+    assert wrong == []
+
+
+def provider_sizing(
+    plan: DagPlan, region: str, inputs: Mapping[str, StageBytes], config: ParallelismConfig, sim: Simulation,
+    ran_with: Mapping[str, int],
+) -> RegionSizing:  # fmt: skip
+    """The provider's own decide_region over the same inputs (the simulator may not import it; its test may)."""
+    from airflow_provider_finegrained.contract import OutputRecord
+    from airflow_provider_finegrained.execution.decision import ExternalSizes, StageInputs, decide_region
+
+    producers = {e.input_name: e.producer for name in plan.regions[region] for e in plan.stages[name].inputs}
+    provider_inputs = {
+        name: StageInputs(
+            upstream={
+                i: OutputRecord(producers[i], "", "parquet", list(sizes), 0, 1) for i, sizes in b.upstream.items()
+            },
+            external={t: ExternalSizes(t, "parquet", list(sizes)) for t, sizes in b.external.items()},
+            upstream_parallelism=dict(b.upstream_parallelism),
+        )
+        for name, b in inputs.items()
+    }
+    return decide_region(plan, region, provider_inputs, lambda _: config, sim.profile, ran_with=ran_with).sizing
+
+
+def test_the_decision_model_sizes_every_region_as_the_providers_decide_region() -> None:
+    """bench.simulate.decision against execution.decision.decide_region, on the simulated DAG shapes and scales:
+    the same application and the same sizing of every stage (its notes aside), forward-group followers included."""
+    spec = WorkloadSpec(runs=400, window_s=3600.0, scale_steps=6)
+    runs = day_workload(spec, 1)
+    shapes = {r.shape.name: r.shape for r in runs}
+    assert "tpch" in shapes and len(shapes) > 5
+    scales = (0.01, 0.3, 3.0)
+    checked = followed = 0
+    for cluster in (ClusterSpec(1000, 16, 64 * GiB, 4, 14 * GiB), ClusterSpec(2, 4, 16 * GiB, 2, 4 * GiB)):
+        sim = Simulation(cluster, HAND, PolicySpec("provider"), runs[:1])
+        for shape in shapes.values():
+            for scale in scales:
+                tables = {t: spec.generated_table_bytes_sf1 * scale for ts in shape.external.values() for t in ts}
+                run = tpch_run(0, 0.0, scale) if shape.name == "tpch" else DagRun(0, 0.0, shape, tables, scale)
+                outputs = run.stage_bytes()[1]
+                ran_with: dict[str, int] = {}
+                for region, members in shape.plan.regions.items():  # in topological order
+                    peers = {p: ran_with[p] for p in forward_group_peers(shape.plan, region) if p in ran_with}
+                    inputs = region_inputs(run, outputs, ran_with, members)
+                    ours = decide_region_sizing(shape.plan, region, inputs, sim.config, sim.profile, ran_with=peers)
+                    theirs = provider_sizing(shape.plan, region, inputs, sim.config, sim, peers)
+                    assert replace(ours, stages={}) == replace(theirs, stages={}), (shape.name, scale, region)
+                    assert {n: replace(s, notes=()) for n, s in ours.stages.items()} == {
+                        n: replace(s, notes=()) for n, s in theirs.stages.items()
+                    }, (shape.name, scale, region)
+                    ran_with.update({n: ours.stages[n].parallelism for n in members})
+                    checked += 1
+                    groups = [shape.plan.stages[n].forward_group for n in members]
+                    followed += len(groups) - len(set(groups))
+    assert checked > 300 and followed > 0  # forward groups with followers in one region were among them
 
 
 def test_the_tpch_shape_is_the_example_dags() -> None:
