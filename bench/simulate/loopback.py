@@ -162,7 +162,7 @@ class LoopbackModel:
 
 def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -> LoopbackModel:
     """An application's and an executor's start CPU, measured apart: ``app-start.json`` (``python -m
-    bench.simulate.app_start``).
+    bench.app_start``).
 
     What a trivial PySpark application costs the machine from launch to its first job and stop, on an idle
     machine. Also recorded, not used: compare-runs.csv's (process CPU - task CPU) / applications of variant b
