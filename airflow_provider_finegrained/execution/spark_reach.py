@@ -17,7 +17,7 @@ otherwise the trace names both numbers.
 Why lazy rather than materialising the handover under the producer's settings first (``persist`` +
 ``count``, or ``localCheckpoint``): a pipelined edge means no materialisation, as in Flink; the producer's
 narrow work fuses with the consumer's, nothing is held in memory, and no extra job runs. Measured in
-``bench/handover.py`` (figures in docs/benchmarks/handover.md).
+the archived handover experiment (bench/ARCHIVE.md; figures in docs/benchmarks/handover.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ from airflow_provider_finegrained.planning.capacity import (
     decide_capacity,
     queue_capacity,
 )
-from airflow_provider_finegrained.planning.cluster_profile import ClusterProfile
+from airflow_provider_finegrained.planning.cluster_profile import (
+    RESERVED_MEMORY,
+    SPARK_DEFAULT_MEMORY_FRACTION,
+    ClusterProfile,
+)
 from airflow_provider_finegrained.planning.enums import Distribution, ExchangeMode
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 from airflow_provider_finegrained.planning.forward_groups import (
@@ -43,12 +47,14 @@ from airflow_provider_finegrained.planning.resources import (
 )
 from airflow_provider_finegrained.planning.scan_packing import simulate_scan_tasks
 from airflow_provider_finegrained.planning.sizing import RegionSizing, size_region
-from airflow_provider_finegrained.planning.stage_sizing import StageDemand, StageSizing, even_waves
+from airflow_provider_finegrained.planning.stage_sizing import StageDemand, StageSizing, even_waves, split_bytes
 from airflow_provider_finegrained.planning.stages import StageGraphError, StageInput, StageSpec
 from airflow_provider_finegrained.planning.units import format_bytes, parse_bytes
 
 __all__ = [
     "DEFAULT_AVG_BYTES_PER_TASK",
+    "RESERVED_MEMORY",
+    "SPARK_DEFAULT_MEMORY_FRACTION",
     "UNDECIDED",
     "CapacityDecision",
     "CapacityOutcome",
@@ -93,4 +99,5 @@ __all__ = [
     "queue_capacity",
     "simulate_scan_tasks",
     "size_region",
+    "split_bytes",
 ]

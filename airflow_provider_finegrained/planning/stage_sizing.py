@@ -93,7 +93,7 @@ class StageSizing:
         """The fewest shuffle partitions AQE may coalesce this stage's shuffles into: its memory floor (within
         its parallelism). AQE coalesces towards an advisory size in serialized shuffle bytes, which knows
         nothing of how much larger the rows are in a sort or a hash map; below the floor a task's data no
-        longer fits its memory share (measured: ``bench/history_spill.py``)."""
+        longer fits its memory share (measured: history spill, bench/ARCHIVE.md)."""
         return max(1, min(self.memory_floor, self.parallelism))
 
     @property

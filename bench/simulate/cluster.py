@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_finegrained.planning import parse_bytes
-from airflow_provider_finegrained.planning.cluster_profile import RESERVED_MEMORY, SPARK_DEFAULT_MEMORY_FRACTION
+from airflow_provider_finegrained.planning import RESERVED_MEMORY, SPARK_DEFAULT_MEMORY_FRACTION, parse_bytes
 
 MiB = 2**20
 

@@ -28,7 +28,8 @@ from typing import Any
 from bench.simulate.events import EventLoop
 
 APP_START_FILE = "app-start.json"
-"""Written by ``python -m bench.simulate.app_start``, in the results folder."""
+"""Written by ``python -m bench.app_start`` (an experiment that starts Spark), in the results folder; read here as a
+file, never imported."""
 
 
 def ps_rate(cores: float, threads: float, background: float) -> float:
@@ -161,7 +162,7 @@ class LoopbackModel:
 
 def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -> LoopbackModel:
     """An application's and an executor's start CPU, measured apart: ``app-start.json`` (``python -m
-    bench.simulate.app_start``).
+    bench.app_start``).
 
     What a trivial PySpark application costs the machine from launch to its first job and stop, on an idle
     machine. Also recorded, not used: compare-runs.csv's (process CPU - task CPU) / applications of variant b
@@ -175,7 +176,7 @@ def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -
         start = json.loads((results / APP_START_FILE).read_text())
     except FileNotFoundError:
         raise FileNotFoundError(
-            f"no {results / APP_START_FILE}: python -m bench.simulate.app_start measures an application's start"
+            f"no {results / APP_START_FILE}: python -m bench.app_start measures an application's start"
         ) from None
     per_scale: dict[str, list[float]] = {}
     with (results / "compare-runs.csv").open() as handle:

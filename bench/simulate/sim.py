@@ -8,8 +8,9 @@ Policies (docs/simulation.md):
   ``backlog_timeout_s``, doubling each further second, idle ones (holding no shuffle data) removed
   after ``idle_timeout_s``.
 - ``provider``: the provider as it runs a region on a cluster (``execution/executor_lifecycle.py``): one
-  application per region, sized by the real planner (``decide_region``: parallelism from the bytes
-  consumed, ``size_region``) and admitted by ``decide_capacity`` against the free executors; the
+  application per region, sized by the planning core as the provider's ``decide_region`` does
+  (:mod:`bench.simulate.decision`: parallelism from the bytes consumed, ``size_region``) and admitted by
+  ``decide_capacity`` against the free executors (the provider's capacity gate, modelled here); the
   capacity ledger keeps the admitted places until the application's first executor is added; executors
   are asked for at the first job (dynamic allocation from 0, the backlog ramp, bounded by the admitted
   count) and released after ``idle_timeout_s`` idle (shuffle tracking's timeout the same).
@@ -46,17 +47,10 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_provider_finegrained.contract import OutputRecord
-from airflow_provider_finegrained.execution.decision import (
-    ExternalSizes,
-    StageInputs,
-    decide_region,
-    forward_group_peers,
-)
 from airflow_provider_finegrained.planning import (
     CapacityOutcome,
     ClusterProfile,
@@ -69,6 +63,7 @@ from airflow_provider_finegrained.planning import (
 )
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel
+from bench.simulate.decision import StageBytes, decide_region_sizing, forward_group_peers
 from bench.simulate.events import EventLoop
 from bench.simulate.loopback import LoopbackModel, SharedCPU
 from bench.simulate.workload import DagRun
@@ -317,7 +312,7 @@ class Simulation:
     ) -> None:
         if not runs:
             raise ValueError("a simulation needs at least one DAG run")
-        if (streams is None) != (horizon_s is None) or (streams is not None and (streams < 1 or horizon_s <= 0)):
+        if (streams is None) != (horizon_s is None) or (streams is not None and (streams < 1 or (horizon_s or 0) <= 0)):
             raise ValueError(
                 f"closed-loop runs need both streams >= 1 and horizon_s > 0, got streams={streams!r}, "
                 f"horizon_s={horizon_s!r}"
@@ -368,7 +363,8 @@ class Simulation:
         )
         self._unit_deps: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
         self._stage_units: dict[str, dict[str, tuple[str, ...]]] = {}
-        self._region_plans: dict[tuple[str, tuple[tuple[str, float], ...], str], _RegionPlan] = {}
+        # (shape, its tables' bytes, region, forward-group peers that ran) -> the region's plan
+        self._region_plans: dict[tuple[Any, ...], _RegionPlan] = {}
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -555,7 +551,7 @@ class Simulation:
             Phase(reduce, self.cost.task_seconds(shuffled / reduce, share), reads_shuffle=True),
         ]
 
-    # --- the provider: the real planner decides each region -------------------------------------------
+    # --- the provider: the planning core decides each region (bench.simulate.decision) --------------------
 
     def _launch_region(self, state: _Run, region: str, retry: bool = False) -> bool:
         run = state.run
@@ -612,7 +608,7 @@ class Simulation:
         """The planner's decision for a region, memoized per (DAG shape, input table sizes, region).
 
         A run's bytes are a function of its shape and its tables, so runs drawn at the same scale get the
-        same decision; the memo keeps the real planner's calls to one per distinct case.
+        same decision; the memo keeps the planner's calls to one per distinct case.
         """
         run = state.run
         plan = run.shape.plan
@@ -630,10 +626,8 @@ class Simulation:
             return cached
         members = plan.regions[region]
         started = time.perf_counter()
-        decision = decide_region(
-            plan, region, self._region_inputs(state, members), lambda _: self.config, self.profile, ran_with=peers
-        )
-        sizing = decision.sizing
+        inputs = region_inputs(run, state.outputs, state.ran_with, members)
+        sizing = decide_region_sizing(plan, region, inputs, self.config, self.profile, ran_with=peers)
         request = ExecutorRequest(
             executors=sizing.executor_instances,
             cores=sizing.executor_cores,
@@ -684,29 +678,6 @@ class Simulation:
             if not (e.producer in region and e.mode is ExchangeMode.PIPELINED):
                 sizes.append(state.outputs[e.producer])
         return sizes
-
-    def _region_inputs(self, state: _Run, members: tuple[str, ...]) -> dict[str, StageInputs]:
-        run = state.run
-        plan = run.shape.plan
-        inside = set(members)
-        result = {}
-        for name in members:
-            upstream = {}
-            ran = {}
-            for e in plan.stages[name].inputs:
-                if e.producer in inside:
-                    continue
-                parts = state.ran_with[e.producer]
-                upstream[e.input_name] = OutputRecord(
-                    e.producer, "", "parquet", _split(state.outputs[e.producer], parts), 0, 1
-                )
-                ran[e.input_name] = parts
-            external = {
-                t: ExternalSizes(t, "parquet", _split(run.table_bytes[t], math.ceil(run.table_bytes[t] / FILE_BYTES)))
-                for t in run.shape.external.get(name, ())
-            }
-            result[name] = StageInputs(upstream=upstream, external=external, upstream_parallelism=ran)
-        return result
 
     def _retry_waiting(self) -> None:
         """Regions the capacity check held back, first come first served, while they now fit."""
@@ -941,6 +912,31 @@ class Simulation:
 def _scan_tasks(inputs: Sequence[float], split: float) -> int:
     """Spark scans each input apart (a join's sides, a broadcast's small side): at least one task each."""
     return max(1, sum(max(1, math.ceil(b / split)) for b in inputs))
+
+
+def region_inputs(
+    run: DagRun, outputs: Mapping[str, float], ran_with: Mapping[str, int], members: Sequence[str]
+) -> dict[str, StageBytes]:
+    """What each stage of a region reads before it runs: an upstream outside the region as one part file per
+    task it ran with (``ran_with``), a table as parquet files of at most FILE_BYTES."""
+    plan = run.shape.plan
+    inside = set(members)
+    result = {}
+    for name in members:
+        upstream = {}
+        ran = {}
+        for e in plan.stages[name].inputs:
+            if e.producer in inside:
+                continue
+            parts = ran_with[e.producer]
+            upstream[e.input_name] = _split(outputs[e.producer], parts)
+            ran[e.input_name] = parts
+        external = {
+            t: _split(run.table_bytes[t], math.ceil(run.table_bytes[t] / FILE_BYTES))
+            for t in run.shape.external.get(name, ())
+        }
+        result[name] = StageBytes(upstream=upstream, external=external, upstream_parallelism=ran)
+    return result
 
 
 def _split(total: float, parts: int) -> list[int]:

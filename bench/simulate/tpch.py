@@ -1,4 +1,10 @@
-"""The TPC-H pipeline's bytes: table sizes per scale factor and each stage's output as a fraction of its input.
+"""The TPC-H pipeline: its stages and their inputs, table sizes per scale factor, each stage's output fraction.
+
+The shape is the simulator's own copy of the TPC-H example DAG's (``dags_examples/tpch_pipeline.py``; the
+comparison harness states it too): each stage's inputs and the edges declared pipelined. The DAG declares its
+pipelined edges forward and ``nation_region``'s broadcast; here every edge is all-to-all, as the simulator's
+results were made. ``tests/bench/test_simulate.py`` checks the stages, inputs and pipelined edges against
+the DAG.
 
 Parquet sizes at SF 1 (about 345 MB in all): lineitem 220.9 MiB as the provider's report measured it
 (docs/cli.md); the Q5 join read 146.8 MiB, from which lineitem_projected's output fraction follows.
@@ -10,9 +16,28 @@ from __future__ import annotations
 
 from typing import Final
 
-from bench.compare.pipeline import PIPELINED, STAGE_INPUTS, parse_input
-
 MiB: Final = 2**20
+# stage -> {parameter: "table:<name>" or "stage:<name>"}, in the order the stages run (topological).
+STAGE_INPUTS: Final[dict[str, dict[str, str]]] = {
+    "lineitem_projected": {"lineitem": "table:lineitem"},
+    "q1_pricing_summary": {"lineitem": "stage:lineitem_projected"},
+    "customer_orders": {"customer": "table:customer", "orders": "table:orders"},
+    "q3_join": {"customer_orders": "stage:customer_orders", "lineitem": "stage:lineitem_projected"},
+    "q3_shipping_priority": {"joined": "stage:q3_join"},
+    "nation_region": {"nation": "table:nation", "region": "table:region"},
+    "q5_join": {
+        "lineitem": "stage:lineitem_projected",
+        "orders": "table:orders",
+        "customer": "table:customer",
+        "supplier": "table:supplier",
+        "nation_region": "stage:nation_region",
+    },
+    "q5_local_supplier_volume": {"joined": "stage:q5_join"},
+}
+PIPELINED: Final[frozenset[tuple[str, str]]] = frozenset(
+    {("q3_join", "q3_shipping_priority"), ("q5_join", "q5_local_supplier_volume")}
+)
+"""(producer, consumer) edges the DAG declares pipelined: one region, data handed over in memory."""
 TABLE_BYTES_SF1: Final[dict[str, float]] = {
     "lineitem": 220.9 * MiB,
     "orders": 55.0 * MiB,
@@ -35,6 +60,14 @@ OUTPUT_FRACTION: Final[dict[str, float]] = {
 }
 
 
+def parse_input(ref: str) -> tuple[str, str]:
+    """``"table:orders"`` -> ``("table", "orders")``; ``"stage:q3_join"`` -> ``("stage", "q3_join")``."""
+    kind, _, name = ref.partition(":")
+    if kind not in ("table", "stage") or not name:
+        raise ValueError(f"bad input reference {ref!r}: expected table:<name> or stage:<name>")
+    return kind, name
+
+
 def stage_bytes(scale: float) -> tuple[dict[str, float], dict[str, float]]:
     """Each stage's input and output bytes at ``scale``, in the pipeline's (topological) order."""
     inputs: dict[str, float] = {}
@@ -51,4 +84,12 @@ def stage_bytes(scale: float) -> tuple[dict[str, float], dict[str, float]]:
 
 STAGE_INPUT_BYTES_SF1: Final[dict[str, float]] = stage_bytes(1.0)[0]
 
-__all__ = ["OUTPUT_FRACTION", "PIPELINED", "STAGE_INPUTS", "STAGE_INPUT_BYTES_SF1", "TABLE_BYTES_SF1", "stage_bytes"]
+__all__ = [
+    "OUTPUT_FRACTION",
+    "PIPELINED",
+    "STAGE_INPUTS",
+    "STAGE_INPUT_BYTES_SF1",
+    "TABLE_BYTES_SF1",
+    "parse_input",
+    "stage_bytes",
+]

@@ -14,10 +14,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from airflow_provider_finegrained.planning import DagPlan, StageInput, StageSpec, plan_stages
-from bench.compare.pipeline import parse_input
-from bench.plan_scaling import generate
-from bench.simulate.tpch import MIN_TABLE_BYTES, OUTPUT_FRACTION, PIPELINED, STAGE_INPUTS, TABLE_BYTES_SF1
+from airflow_provider_finegrained.planning import (
+    DagPlan,
+    Distribution,
+    ExchangeMode,
+    StageInput,
+    StageSpec,
+    plan_stages,
+)
+from bench.simulate.tpch import (
+    MIN_TABLE_BYTES,
+    OUTPUT_FRACTION,
+    PIPELINED,
+    STAGE_INPUTS,
+    TABLE_BYTES_SF1,
+    parse_input,
+)
+
+EDGE_KINDS = (
+    (ExchangeMode.BLOCKING, Distribution.ALL_TO_ALL, 0.6),
+    (ExchangeMode.PIPELINED, Distribution.FORWARD, 0.15),
+    (ExchangeMode.PIPELINED, Distribution.ALL_TO_ALL, 0.1),
+    (ExchangeMode.BLOCKING, Distribution.BROADCAST, 0.15),
+)
+"""A generated DAG's exchanges: (mode, distribution, share of the edges)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +79,7 @@ class DagRun:
 
 @cache
 def tpch_shape() -> DagShape:
-    """The 8-stage TPC-H pipeline of bench/compare/pipeline.py (pipelined edges as declared)."""
+    """The 8-stage TPC-H pipeline of :mod:`bench.simulate.tpch` (pipelined edges as declared)."""
     specs = []
     external: dict[str, tuple[str, ...]] = {}
     for stage, refs in STAGE_INPUTS.items():
@@ -78,9 +98,31 @@ def tpch_shape() -> DagShape:
     return DagShape("tpch", spec_tuple, plan_stages(spec_tuple, dag_id="tpch"), external, dict(OUTPUT_FRACTION))
 
 
+def generate(n: int, seed: int = 7) -> list[StageSpec]:
+    """``n`` stages, each from the fourth on reading about three earlier ones over edges drawn from EDGE_KINDS.
+
+    The same generator as the planner-scaling benchmark's (bench/plan_scaling.py), kept here so the
+    simulator imports no other benchmark: for a seed, the same DAG.
+    """
+    rng = random.Random(seed)
+    modes = [(m, d) for m, d, _ in EDGE_KINDS]
+    weights = [w for _, _, w in EDGE_KINDS]
+    specs = []
+    for i in range(n):
+        inputs: tuple[StageInput, ...] = ()
+        if i >= 3:
+            # Mostly recent stages, like a pipeline; sometimes far back, like a shared dimension.
+            ups = {i - rng.randint(1, min(i, 20)) if rng.random() < 0.9 else rng.randrange(i) for _ in range(3)}
+            inputs = tuple(
+                StageInput(f"s{u}", *rng.choices(modes, weights)[0], name=f"in{k}") for k, u in enumerate(sorted(ups))
+            )
+        specs.append(StageSpec(name=f"s{i}", inputs=inputs))
+    return specs
+
+
 @cache
 def generated_shape(stages: int, seed: int) -> DagShape:
-    """A generated DAG (bench/plan_scaling.py's generator): its first three stages scan one table each."""
+    """A generated DAG (:func:`generate`): its first three stages scan one table each."""
     specs = tuple(generate(stages, seed=seed))
     rng = random.Random(seed)
     external = {s.name: (f"t{s.name}",) for s in specs if not s.inputs}

@@ -1,27 +1,39 @@
-"""The cluster simulator (bench/simulate): event loop, cost model, hand-worked runs, the real planner, validation."""
+"""The cluster simulator (bench/simulate): event loop, cost model, hand-worked runs, the planning core's decisions
+(against the provider's own), validation, and the package's imports."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_provider_finegrained.planning import StageInput, StageSpec, plan_stages
+from airflow_provider_finegrained import planning
+from airflow_provider_finegrained.planning import (
+    DagPlan,
+    ParallelismConfig,
+    RegionSizing,
+    StageInput,
+    StageSpec,
+    plan_stages,
+)
 from bench.simulate.__main__ import main, status
-from bench.simulate.app_start import context_share
-from bench.simulate.app_start import main as app_start_main
 from bench.simulate.cluster import Cluster, ClusterSpec
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, least_squares
+from bench.simulate.decision import StageBytes, decide_region_sizing, forward_group_peers
 from bench.simulate.events import EventLoop
 from bench.simulate.loopback import LoopbackModel, SharedCPU, fit_loopback, ps_rate
 from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validate
-from bench.simulate.sim import PolicySpec, Simulation, simulate
-from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload
+from bench.simulate.sim import PolicySpec, Simulation, region_inputs, simulate
+from bench.simulate.tpch import PIPELINED, STAGE_INPUTS
+from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload, tpch_run
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20
@@ -368,7 +380,7 @@ def test_loopback_fit_takes_an_applications_start_from_its_measurement(tmp_path:
     # Recorded, not charged before the first job: (400 - 100) / 8 - 1.5, the failed run left out.
     assert model.fit["app_life_cpu_per_scale_s"] == {"0.1": 36.0}
     assert "executor_cpu_s" not in model.fit["assumed"] and "airflow_task_cpu_s" in model.fit["assumed"]
-    with pytest.raises(FileNotFoundError, match=r"python -m bench\.simulate\.app_start"):
+    with pytest.raises(FileNotFoundError, match=r"python -m bench\.app_start"):
         fit_loopback(tmp_path / "none")
     # The measurement in the repository: a trivial application's start costs 15 to 30 CPU s here.
     assert 15 < fit_loopback(REPO / "bench" / "results").app_cpu_s < 30
@@ -493,23 +505,6 @@ def test_validate_simulates_a_measured_policy_as_it_ran(tmp_path: Path) -> None:
         validate(path, HAND, simulate_as={"dynamic": "provider"})
 
 
-def test_app_start_finds_where_the_event_log_begins(tmp_path: Path) -> None:
-    folder = tmp_path / "eventlog_v2_local-1"
-    folder.mkdir()
-    events = [
-        {"Event": "SparkListenerLogStart"},
-        {"Event": "SparkListenerApplicationStart", "Timestamp": 104_000},
-        {"Event": "SparkListenerJobStart", "Submission Time": 110_000},
-        {"Event": "SparkListenerJobStart", "Submission Time": 120_000},
-    ]
-    (folder / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events))
-    (folder / "appstatus_local-1").write_text("")
-    # Launched at 100 s: the SparkContext began 4 s in, the first job 10 s in.
-    assert context_share(tmp_path, 100.0) == pytest.approx(0.4)
-    with pytest.raises(ValueError, match="no application start or job after the launch"):
-        context_share(tmp_path, 115.0)
-
-
 def test_provider_waits_instead_of_running_below_a_share_of_its_request() -> None:
     cluster = ClusterSpec(2, 4, 64 * GiB, 4, 14 * GiB)  # two executor places of 4 cores
     runs = [one_stage_run(64 * MiB, 0, 0.0), one_stage_run(1 * GiB, 1, 0.5)]
@@ -539,34 +534,6 @@ def test_status_names_every_figure_missed() -> None:
     )
 
 
-@pytest.mark.slow
-@pytest.mark.cluster
-@pytest.mark.timeout(900)
-def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> None:
-    import psutil
-
-    def spark_jvms() -> set[int]:
-        classes = ("CoarseGrainedExecutorBackend", "deploy.master.Master", "deploy.worker.Worker", "SparkSubmit")
-        return {
-            p.pid
-            for p in psutil.process_iter(["cmdline"])
-            if any(c in arg for arg in (p.info["cmdline"] or []) for c in classes)
-        }
-
-    before = spark_jvms()
-    assert app_start_main(["--repeats", "1", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "app-start.json").read_text())
-    # One trivial PySpark application and one executor's JVM start. How much CPU each costs depends on the
-    # JVM's flags (22 and 6.5 CPU s on the idle benchmark machine; 4.4 and 1.1 under the test suite's
-    # class-data archive and C1, tests/jvm_start.py), so only their order is asserted: an application
-    # starts a JVM and a Python driver and runs a job, an executor only starts a JVM.
-    assert 0 < result["median_context_share"] < 1
-    assert 0.2 < result["executor"]["median_cpu_s"] < result["median_cpu_s"] < 200
-    assert result["executor"]["median_wall_s"] > 0
-    # The applications and the one-worker cluster it started are gone, executors included.
-    assert spark_jvms() - before == set()
-
-
 def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_horizon() -> None:
     cluster = ClusterSpec(1, 1, 8 * GiB, 1, 1 * GiB)  # one executor place in all
     runs = [one_stage_run(8 * MiB, i) for i in range(6)]
@@ -589,3 +556,133 @@ def test_closed_loop_streams_start_the_next_run_when_one_ends_and_count_to_the_h
         Simulation(cluster, HAND, policy, runs, streams=1)
     with pytest.raises(RuntimeError, match="a stream had no run left to start at 59 s"):  # 3 x one
         simulate(cluster, HAND, policy, runs[:3], streams=1, horizon_s=10 * one)
+
+
+SIMULATOR = REPO / "bench" / "simulate"
+
+
+def test_the_simulator_imports_only_the_planning_cores_public_names_and_no_other_benchmark() -> None:
+    """Its own package: of the provider only ``from airflow_provider_finegrained.planning import <__all__>``, of
+    bench only bench.simulate itself (other experiments' measurements are read as files), nothing dynamic."""
+    public = set(planning.__all__)
+    wrong = []
+    modules = sorted(SIMULATOR.rglob("*.py"))
+    for path in modules:
+        where = path.relative_to(REPO)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level > 1:
+                    wrong.append(f"{where}:{node.lineno} imports {'.' * node.level}{module}: outside the package")
+                    continue
+                names = [] if node.level else [module]  # a relative import of one level stays in the package
+                if module == "airflow_provider_finegrained.planning" and not node.level:
+                    private = sorted(a.name for a in node.names if a.name not in public)
+                    if private:
+                        wrong.append(f"{where}:{node.lineno} imports {private}, not in planning.__all__")
+                    continue
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__":
+                wrong.append(f"{where}:{node.lineno} calls __import__")
+                continue
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top == "importlib":
+                    wrong.append(f"{where}:{node.lineno} imports {name}")
+                elif top == "airflow_provider_finegrained":
+                    wrong.append(f"{where}:{node.lineno} imports {name}: only planning's public names")
+                elif top == "bench" and not (name == "bench.simulate" or name.startswith("bench.simulate.")):
+                    wrong.append(f"{where}:{node.lineno} imports {name}: no other benchmark")
+    assert len(modules) >= 10
+    assert wrong == []
+
+
+def provider_sizing(
+    plan: DagPlan, region: str, inputs: Mapping[str, StageBytes], config: ParallelismConfig, sim: Simulation,
+    ran_with: Mapping[str, int],
+) -> RegionSizing:  # fmt: skip
+    """The provider's own decide_region over the same inputs (the simulator may not import it; its test may)."""
+    from airflow_provider_finegrained.contract import OutputRecord
+    from airflow_provider_finegrained.execution.decision import ExternalSizes, StageInputs, decide_region
+
+    producers = {e.input_name: e.producer for name in plan.regions[region] for e in plan.stages[name].inputs}
+    provider_inputs = {
+        name: StageInputs(
+            upstream={
+                i: OutputRecord(producers[i], "", "parquet", list(sizes), 0, 1) for i, sizes in b.upstream.items()
+            },
+            external={t: ExternalSizes(t, "parquet", list(sizes)) for t, sizes in b.external.items()},
+            upstream_parallelism=dict(b.upstream_parallelism),
+        )
+        for name, b in inputs.items()
+    }
+    return decide_region(plan, region, provider_inputs, lambda _: config, sim.profile, ran_with=ran_with).sizing
+
+
+def test_the_decision_model_sizes_every_region_as_the_providers_decide_region() -> None:
+    """bench.simulate.decision against execution.decision.decide_region, on the simulated DAG shapes and scales:
+    the same application and the same sizing of every stage (its notes aside), forward-group followers included."""
+    spec = WorkloadSpec(runs=400, window_s=3600.0, scale_steps=6)
+    runs = day_workload(spec, 1)
+    shapes = {r.shape.name: r.shape for r in runs}
+    assert "tpch" in shapes and len(shapes) > 5
+    scales = (0.01, 0.3, 3.0)
+    checked = followed = 0
+    for cluster in (ClusterSpec(1000, 16, 64 * GiB, 4, 14 * GiB), ClusterSpec(2, 4, 16 * GiB, 2, 4 * GiB)):
+        sim = Simulation(cluster, HAND, PolicySpec("provider"), runs[:1])
+        for shape in shapes.values():
+            for scale in scales:
+                tables = {t: spec.generated_table_bytes_sf1 * scale for ts in shape.external.values() for t in ts}
+                run = tpch_run(0, 0.0, scale) if shape.name == "tpch" else DagRun(0, 0.0, shape, tables, scale)
+                outputs = run.stage_bytes()[1]
+                ran_with: dict[str, int] = {}
+                for region, members in shape.plan.regions.items():  # in topological order
+                    peers = {p: ran_with[p] for p in forward_group_peers(shape.plan, region) if p in ran_with}
+                    inputs = region_inputs(run, outputs, ran_with, members)
+                    ours = decide_region_sizing(shape.plan, region, inputs, sim.config, sim.profile, ran_with=peers)
+                    theirs = provider_sizing(shape.plan, region, inputs, sim.config, sim, peers)
+                    assert replace(ours, stages={}) == replace(theirs, stages={}), (shape.name, scale, region)
+                    assert {n: replace(s, notes=()) for n, s in ours.stages.items()} == {
+                        n: replace(s, notes=()) for n, s in theirs.stages.items()
+                    }, (shape.name, scale, region)
+                    ran_with.update({n: ours.stages[n].parallelism for n in members})
+                    checked += 1
+                    groups = [shape.plan.stages[n].forward_group for n in members]
+                    followed += len(groups) - len(set(groups))
+    assert checked > 300 and followed > 0  # forward groups with followers in one region were among them
+
+
+def test_the_tpch_shape_is_the_example_dags() -> None:
+    """bench.simulate.tpch's stages, inputs and pipelined edges as dags_examples/tpch_pipeline.py declares them."""
+    tree = ast.parse((REPO / "dags_examples" / "tpch_pipeline.py").read_text())
+
+    def is_call(node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+
+    def keyword(call: ast.Call, name: str) -> Any:
+        return next(k.value for k in call.keywords if k.arg == name)
+
+    variables = {
+        n.targets[0].id: keyword(n.value, "task_id").value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and is_call(n.value, "Stage")
+    }
+    declared: dict[str, dict[str, str]] = {}
+    pipelined = set()
+    for call in (n for n in ast.walk(tree) if is_call(n, "Stage")):
+        stage = keyword(call, "task_id").value
+        declared[stage] = {}
+        for key, value in zip(keyword(call, "inputs").keys, keyword(call, "inputs").values, strict=True):
+            if is_call(value, "table"):
+                declared[stage][key.value] = f"table:{value.args[0].value}"
+                continue
+            if is_call(value, "Input"):
+                if any(k.arg == "mode" and k.value.value == "pipelined" for k in value.keywords):
+                    pipelined.add((variables[value.args[0].id], stage))
+                value = value.args[0]
+            declared[stage][key.value] = f"stage:{variables[value.id]}"
+    assert list(declared) == list(STAGE_INPUTS) and declared == STAGE_INPUTS
+    assert pipelined == PIPELINED

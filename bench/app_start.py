@@ -1,4 +1,4 @@
-"""``python -m bench.simulate.app_start``: what an application's and an executor's start cost, measured apart.
+"""``python -m bench.app_start``: what an application's and an executor's start cost, measured apart.
 
 The loopback model charges every application's start (spark-submit, the driver JVM, SparkContext,
 Python) as CPU work on the shared cores before its first job. This measures it: a PySpark driver that
@@ -6,13 +6,14 @@ creates its SparkSession, runs one trivial job and stops, launched with the prov
 command, one at a time on an otherwise idle machine. CPU is the process tree's user + system seconds
 (every descendant its parent waited for: the JVM, the Python driver).
 
-    .venv/bin/python -m bench.simulate.app_start --repeats 5
+    .venv/bin/python -m bench.app_start --repeats 5
 
 Also where, within that start, the event log's ApplicationStart falls (the SparkContext's beginning: item
 2 counts an application's queueing from it), and an executor's start: its JVM's CPU from launch to
-registration, on a one-worker standalone cluster on 127.0.0.1. Writes bench/results/app-start.json;
-``loopback.fit_loopback`` takes ``median_cpu_s``, ``median_context_share`` and the executor's
-``median_cpu_s`` from it.
+registration, on a one-worker standalone cluster on 127.0.0.1. Writes bench/results/app-start.json; the
+simulator's loopback model (``bench.simulate.loopback.fit_loopback``) reads ``median_cpu_s``,
+``median_context_share`` and the executor's ``median_cpu_s`` from that file. It starts Spark, so it lives
+beside the other experiments, not in the simulator (which imports only the planning core).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.simulate.costs import RESULTS
-from bench.simulate.loopback import APP_START_FILE
+RESULTS = Path(__file__).resolve().parent / "results"
+APP_START_FILE = "app-start.json"
+"""The results file the simulator's loopback model reads (``bench.simulate.loopback.APP_START_FILE``)."""
 
 DRIVER = """
 from pyspark.sql import SparkSession
@@ -81,7 +83,7 @@ def measure(repeats: int) -> dict[str, Any]:
     cpu = [round(r.cpu_s, 2) for r in runs]
     wall = [round(r.wall_s, 2) for r in runs]
     return {
-        "command": "python -m bench.simulate.app_start " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.app_start " + " ".join(sys.argv[1:]),
         "machine": f"{platform.node()} {platform.platform()}, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "driver": DRIVER.strip(),
@@ -169,11 +171,11 @@ def context_share(logs: Path, launched: float) -> float:
             job = event["Submission Time"] / 1000
     if context is None or job is None or job <= launched:
         raise ValueError(f"{logs}: no application start or job after the launch in {[f.name for f in files]}")
-    return (context - launched) / (job - launched)
+    return float((context - launched) / (job - launched))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.simulate.app_start", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.app_start", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
