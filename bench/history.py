@@ -1,6 +1,6 @@
 """Estimates corrected by history: the TPC-H pipeline run in sequence at growing scales, learning on.
 
-``.venv/bin/python -m bench.history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--then 2] [--alternate 3] [--work DIR]``
+``python -m bench history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--then 2] [--alternate 3] [--work DIR]``
 
 Each stage runs as its own region (the example DAG with its pipelined edges made blocking, so every stage
 has Spark jobs of its own to learn from) on the provider's warm pool, under ``airflow dags test``. Runs
@@ -13,8 +13,8 @@ of a history-on and an uncorrected run, so that stage times compare at one load.
 sets the newest decisions of each kind against each other, with stage seconds as medians over the runs
 after the first uncorrected one that ran the stage at that count. Per stage and run: the decided
 parallelism and rule, Spark's spill bytes, the stage's time, the learned factors, and the swept per-stage
-best from ``--sweep-file`` (shuffle partitions per stage, AQE off; ``bench/compare.sh --sweep-oracle
---sweep-blocking`` and ``python -m bench.stage_sweep`` time every stage on its own, as here) where it has
+best from ``--sweep-file`` (shuffle partitions per stage, AQE off; ``python -m bench compare --sweep-oracle
+--sweep-blocking`` and ``python -m bench stage-sweep`` time every stage on its own, as here) where it has
 the scale.
 
 Results: bench/results/history.json and history.md. Each run is one sample; each records the machine's load
@@ -181,7 +181,7 @@ def with_sweep(stage: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench history", description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 0.3, 1.0])
     parser.add_argument("--min-runs", type=int, default=3)
     parser.add_argument(
@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
         (args.results / "history.md").write_text(markdown(doc))
         return 0
-    command = "python -m bench.history " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench history " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
     work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-history-"))
     work.mkdir(parents=True, exist_ok=True)
     home = work / "airflow-home"

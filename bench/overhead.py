@@ -8,7 +8,7 @@ timings: ``inputs_s`` (XCom reads, commit checks, measuring), ``decide_s`` (plan
 ``submit_s`` (the region's spark-submit, JVM start included) and ``spark_stage_s`` (the stage's own work
 in the driver).
 
-Run: ``.venv/bin/python bench/overhead.py [--repeats 3]``; results go to bench/results/overhead.{json,md}.
+Run: ``python -m bench overhead [--repeats 3]``; results go to bench/results/overhead.{json,md}.
 """
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="finegrained-bench-"))
     dags = setup(home)
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
@@ -128,7 +128,7 @@ def main() -> None:
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "overhead.json").write_text(json.dumps({"machine": machine, "summary": summary, "runs": runs}, indent=2))
-    lines = [f"Command: `.venv/bin/python bench/overhead.py --repeats {args.repeats}`; machine: {machine}", ""]
+    lines = [f"Command: `python -m bench overhead --repeats {args.repeats}`; machine: {machine}", ""]
     lines += ["| variant | Spark applications | pipeline wall time (median s) |", "|---|---:|---:|"]
     lines += [f"| {v} | {s['applications']} | {s['wall_s_median']:.1f} |" for v, s in summary.items()]
     lines += [
@@ -149,7 +149,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     (RESULTS / "overhead.md").write_text(text)
     print(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,7 +8,7 @@ run-time decisions (``ConsumedResult`` and ``decide_parallelism`` for every stag
 sizes generated beforehand), and measures peak memory in a separate pass (tracemalloc slows the
 code it watches).
 
-Run: ``.venv/bin/python bench/plan_scaling.py`` (``--sizes 1000,10000`` to choose sizes).
+Run: ``python -m bench plan-scaling`` (``--sizes 1000,10000`` to choose sizes).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import statistics
 import time
 import tracemalloc
@@ -120,11 +121,11 @@ def peak_memory(fn: Callable[[], object]) -> int:
     return peak
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench plan-scaling", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config = ParallelismConfig(max_parallelism=256)
     load_before = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     rows: list[dict[str, Any]] = []
@@ -182,9 +183,10 @@ def main() -> None:
     ]
     table = "\n".join(lines)
     (RESULTS / "plan_scaling.md").write_text(
-        f"Command: `.venv/bin/python bench/plan_scaling.py`; machine: {machine}\n\n{table}\n"
+        f"Command: `python -m bench plan-scaling {shlex.join(argv or [])}`; machine: {machine}\n\n{table}\n"
     )
     print(table)
+    return 0
 
 
 def _cpus() -> int:
@@ -192,4 +194,4 @@ def _cpus() -> int:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

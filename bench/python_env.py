@@ -4,7 +4,7 @@ Measures, for this interpreter's virtual environment: the content digest (asked 
 packing the archive (once per digest), its size, and unpacking it (what each NodeManager does once per
 digest). Nothing else runs Spark meanwhile.
 
-Run: ``.venv/bin/python bench/python_env.py [--repeats 3]``; results go to bench/results/python-env.{json,md}.
+Run: ``python -m bench python-env [--repeats 3]``; results go to bench/results/python-env.{json,md}.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def report(result: dict[str, Any]) -> str:
         [
             "# Shipping the Python environment (python_env auto)",
             "",
-            f"`.venv/bin/python bench/python_env.py --repeats {result['repeats']}`, Python {result['python']}.",
+            f"`python -m bench python-env --repeats {result['repeats']}`, Python {result['python']}.",
             "",
             "| What | Median | Range |",
             "|---|---|---|",
@@ -85,16 +85,17 @@ def report(result: dict[str, Any]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench python-env", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = measure(args.repeats)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "python-env.json").write_text(json.dumps(result, indent=1) + "\n")
     (RESULTS / "python-env.md").write_text(report(result))
     print(report(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

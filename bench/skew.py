@@ -32,11 +32,11 @@ tasks' deserialization and scheduler delay (the per-task overhead the balance tr
 
 Usage::
 
-    .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
-    .venv/bin/python bench/skew.py --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
-    .venv/bin/python bench/skew.py --reps 5 --rows 12000000 --zipf 3 --name skew-row-groups \
+    python -m bench skew [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
+    python -m bench skew --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
+    python -m bench skew --reps 5 --rows 12000000 --zipf 3 --name skew-row-groups \
         --variants spark-defaults,balance,balance-16m-row-groups,balance-128m-row-groups  # row groups' cost
-    .venv/bin/python bench/skew.py --rerender bench/results/skew.json
+    python -m bench skew --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
 """
@@ -55,8 +55,6 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_provider_finegrained.execution.decision import adaptive_conf, write_options
 from airflow_provider_finegrained.planning import (
@@ -293,7 +291,7 @@ def apply(spark: Any, conf: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench skew", description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--zipf", type=float, default=ZIPF_S, help="the keys' Zipf exponent (> 1)")
@@ -372,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "meta": {
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "command": "python bench/skew.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python -m bench skew " + " ".join(argv if argv is not None else sys.argv[1:]),
             "machine": f"{os.cpu_count()} cores, {platform.platform()}",
             "rows": args.rows,
             "reps": args.reps,

@@ -1,9 +1,9 @@
 """Each shuffling stage alone at each candidate shuffle partition count, many times, in one warm SparkSession.
 
-``.venv/bin/python -m bench.stage_sweep --upstream DIR [--scale 1] [--stages ...] [--candidates 1 2 4 8]
+``python -m bench stage-sweep --upstream DIR [--scale 1] [--stages ...] [--candidates 1 2 4 8]
 [--repeats 9] [--out bench/results/stage-sweep-sf1.json]``
 
-The whole-pipeline sweep (``bench/compare.sh --sweep-oracle --sweep-blocking``) times every stage inside a
+The whole-pipeline sweep (``python -m bench compare --sweep-oracle --sweep-blocking``) times every stage inside a
 40 s application per sample, so five samples per count take 20 minutes and still overlap (at SF 1 a stage's
 repetitions spread by 20% or more). This one isolates the stages the history benchmark judges: every
 candidate reads the same inputs (the tables, and the stage outputs of one earlier blocking sweep run in
@@ -13,7 +13,7 @@ every (stage, candidate) in turn, every other round in reverse, so that drift fa
 round warms the JVM and is not kept.
 
 The result has the sweep file's shape (``{scale: {candidates: {P: {stage: [s, ...]}}, best, ...}}``), so
-``python -m bench.history --report-only --sweep-file`` judges the decisions against it.
+``python -m bench history --report-only --sweep-file`` judges the decisions against it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def sweep_doc(scale: float, times: dict[int, dict[str, list[float]]], repeats: i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.stage_sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench stage-sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", type=Path, required=True, help="a blocking sweep run's out/ folder")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
@@ -62,10 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "stage-sweep-sf1.json")
     args = parser.parse_args(argv)
-    command = "python -m bench.stage_sweep " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench stage-sweep " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
     tables = args.data / f"tpch-sf{scale_key(args.scale)}"
     if not tables.is_dir():
-        parser.error(f"no TPC-H tables at {tables}: run the sweep (bench/compare.sh) at this scale first")
+        parser.error(f"no TPC-H tables at {tables}: run the sweep (python -m bench compare) at this scale first")
     missing = [s for s in args.stages if not (args.upstream / s).is_dir()]
     if missing:
         parser.error(f"--upstream {args.upstream} lacks the outputs {', '.join(missing)}: give a blocking sweep's")

@@ -6,7 +6,7 @@ session of a running pool holding the same settings, (a) in a process that alrea
 (a region's second and later stages), (b) in a fresh Python process (the first stage of a task).
 Each latency also runs the stage's first trivial query (``spark.range(1).count()``).
 
-    .venv/bin/python bench/warm_start.py --repeats 5
+    python -m bench warm-start --repeats 5
 
 Writes bench/results/warm-start.json and prints a table.
 """
@@ -113,7 +113,7 @@ def _summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench warm-start", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "warm-start.json")
     args = parser.parse_args(argv)
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             warm.stop(pool.folder)
     result = {
-        "command": f"python bench/warm_start.py --repeats {args.repeats}",
+        "command": f"python -m bench warm-start --repeats {args.repeats}",
         "machine": {
             "cores": os.cpu_count(),
             "python": platform.python_version(),

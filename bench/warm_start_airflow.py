@@ -10,7 +10,7 @@ run in one ``airflow standalone``, against one warm pool:
   region itself and imports pyspark's Connect client (pandas, pyarrow, gRPC), as before the ready driver;
 - ``ready-driver`` (after): the region runs in a child forked from the pool's ready driver.
 
-    .venv/bin/python bench/warm_start_airflow.py --repeats 5
+    python -m bench warm-start-airflow --repeats 5
 
 Writes bench/results/warm-start-airflow.json and .md. The first run of each mode is a warm-up, reported
 apart and left out of the medians.
@@ -33,11 +33,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from bench.kill_trials.runner import snapshot_source
+from bench.kill_trials.standalone import VENV_BIN, Standalone, airflow_env, free_port
 
-from bench.kill_trials.runner import snapshot_source  # noqa: E402
-from bench.kill_trials.standalone import VENV_BIN, Standalone, airflow_env, free_port  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 RESULTS = REPO / "bench" / "results"
 DAG_ID = "warm_start_bench"
@@ -45,7 +44,7 @@ MODES = ("in-process", "ready-driver")
 GOAL_S = 1.0
 
 DAG = '''
-"""One warm stage whose start is timed: see bench/warm_start_airflow.py."""
+"""One warm stage whose start is timed: see bench/warm_start_airflow.py (python -m bench warm-start-airflow)."""
 import time
 
 import pendulum
@@ -206,7 +205,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench warm-start-airflow", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "warm-start-airflow.json")
     parser.add_argument(
@@ -268,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = {mode: summary([r for r in records if r["mode"] == mode]) for mode in MODES}
     after = modes["ready-driver"]
     result = {
-        "command": f"python bench/warm_start_airflow.py --repeats {args.repeats}",
+        "command": f"python -m bench warm-start-airflow --repeats {args.repeats}",
         "provider_code": commit,
         "repeats": args.repeats,
         "machine": {

@@ -1,6 +1,6 @@
 """The one command: every variant at every scale, repeated, then results, summary and plot.
 
-``bash bench/compare.sh [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle e] [--sweep-oracle]``
+``python -m bench compare [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle e] [--sweep-oracle]``
 """
 
 from __future__ import annotations
@@ -9,11 +9,9 @@ import argparse
 import importlib
 import json
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +32,7 @@ DOC = REPO / "docs" / "benchmarks.md"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/compare.sh", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench compare", description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 1.0], help="TPC-H scale factors")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each variant at each scale (medians)")
     parser.add_argument("--variants", nargs="+", help=f"variants to run, of {', '.join(VARIANTS)} (default: all)")
@@ -131,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = select(args.variants)
     work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-compare-"))
     work.mkdir(parents=True, exist_ok=True)
-    command = "bash bench/compare.sh " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench compare " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
     master = _local_master()
     airflow_home = work / "airflow-home"
     if any(v.runner == "provider" for v in variants):
@@ -184,7 +182,7 @@ def _run_all(
         print(f"wrote {args.results}/compare-* and {args.image}")
         _quote_summary(args.results)
     if not args.no_plan_scaling:
-        subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
+        subprocess.run([sys.executable, "-m", "bench", "plan-scaling"], check=True, cwd=REPO)
     bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]
     return 1 if bad else 0
 
@@ -266,9 +264,4 @@ def _line(record: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    # A terminated run still stops the warm pool it started (main's finally), which would outlive it for hours.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    start = time.perf_counter()
-    code = main()
-    print(f"done in {time.perf_counter() - start:.0f} s")
-    sys.exit(code)
+    raise SystemExit(main())

@@ -7,7 +7,7 @@ end. From the Spark event logs of the applications that started in that window: 
 to last run's end), queueing (each application's start to its first executor), executor core-seconds
 reserved (executors' lifetimes x cores) and used (tasks' run times x task cpus).
 
-    .venv/bin/python -m bench.shared_cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
+    python -m bench shared-cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
 
 Writes bench/results/shared_cluster.json and .md (the shape bench/simulate validates against).
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -48,7 +47,7 @@ RUN_TIMEOUT_S = 3600
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.shared_cluster", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench shared-cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="0.01,0.01,0.1,0.1,0.3,1", help="one DAG run per entry, all at once")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--policies", default="dynamic,provider", help=f"some of {', '.join(POLICIES)}")
@@ -63,8 +62,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
 
     args = parse_args(argv)
@@ -80,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     total_cores = args.workers * args.cores_per_worker
     results: dict[str, Any] = {
-        "command": "python -m bench.shared_cluster " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench shared-cluster " + " ".join(argv if argv is not None else sys.argv[1:]),
         "cluster": {
             "workers": args.workers,
             "cores_per_worker": args.cores_per_worker,

@@ -7,7 +7,7 @@ local[N] server, started once and timed apart); only the settings each stage run
 task CPU, shuffle bytes, spill) come from the pool's REST API by job tag; the answers of Q1, Q3 and Q5
 are compared with the defaults' run.
 
-    .venv/bin/python -m bench.substrate --scales 0.01,0.1,1,10 --repeats 3
+    python -m bench substrate --scales 0.01,0.1,1,10 --repeats 3
 
 Writes bench/results/substrate.json and bench/results/substrate.md.
 """
@@ -19,7 +19,6 @@ import functools
 import json
 import os
 import platform
-import signal
 import statistics
 import sys
 import tempfile
@@ -41,7 +40,7 @@ POLICIES = ("defaults", "provider", "oracle")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.substrate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench substrate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="0.01,0.1,1", help="comma-separated TPC-H scale factors")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--policies", default=",".join(POLICIES))
@@ -53,8 +52,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     scales = [float(s) for s in args.scales.split(",")]
     policies = [p for p in args.policies.split(",") if p]
@@ -64,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="substrate-"))
     settings, pool, pool_start_s = _start_pool(work)
     results: dict[str, Any] = {
-        "command": "python -m bench.substrate " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench substrate " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "load_average_1m": []},
         "pool_start_s": round(pool_start_s, 2),
         "scales": {},
