@@ -25,6 +25,7 @@ from airflow_provider_finegrained.planning.forward_groups import (
     intersect_bounds,
     propagate_forward_parallelism,
 )
+from airflow_provider_finegrained.planning.history import StageRun, run_from_trace
 from airflow_provider_finegrained.planning.input_balance import InputBalance
 from airflow_provider_finegrained.planning.parallelism import (
     DEFAULT_AVG_BYTES_PER_TASK,
@@ -71,6 +72,7 @@ __all__ = [
     "StageGraphError",
     "StageInput",
     "StagePlan",
+    "StageRun",
     "StageSizing",
     "StageSpec",
     "WorkerCapacity",
@@ -91,6 +93,7 @@ __all__ = [
     "plan_stages",
     "propagate_forward_parallelism",
     "queue_capacity",
+    "run_from_trace",
     "simulate_scan_tasks",
     "size_region",
 ]
