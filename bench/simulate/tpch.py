@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from bench.compare.pipeline import PIPELINED, STAGE_INPUTS, parse_input
+from bench.lib.pipeline import PIPELINED, STAGE_INPUTS, parse_input
 
 MiB: Final = 2**20
 TABLE_BYTES_SF1: Final[dict[str, float]] = {

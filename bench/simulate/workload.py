@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from airflow_provider_finegrained.planning import DagPlan, StageInput, StageSpec, plan_stages
-from bench.compare.pipeline import parse_input
+from bench.lib.pipeline import parse_input
 from bench.plan_scaling import generate
 from bench.simulate.tpch import MIN_TABLE_BYTES, OUTPUT_FRACTION, PIPELINED, STAGE_INPUTS, TABLE_BYTES_SF1
 
