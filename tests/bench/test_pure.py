@@ -250,7 +250,7 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
     add_ratios(by_variant, "a", "oracle")
     doc = {
         "smoke": True,
-        "command": "bash bench/compare.sh --scales 0.01 --repeats 1",
+        "command": "python -m bench compare --scales 0.01 --repeats 1",
         "machine": {
             "cpus": 2,
             "memory_bytes": 24 * 2**30,
