@@ -51,7 +51,7 @@ def _spark_env() -> dict[str, str]:
 def measure(repeats: int) -> dict[str, Any]:
     """Launch the trivial driver ``repeats`` times; CPU and wall seconds of each launch."""
     from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command
-    from bench.compare.measure import run_measured
+    from bench.lib.measure import run_measured
 
     load = os.getloadavg()[0]
     env = _spark_env()

@@ -1,6 +1,6 @@
 """Estimates corrected by history: the TPC-H pipeline run in sequence at growing scales, learning on.
 
-``.venv/bin/python -m bench.history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--then 2] [--alternate 3] [--work DIR]``
+``python -m bench history [--scales 0.01 0.1 0.3 1] [--min-runs 3] [--then 2] [--alternate 3] [--work DIR]``
 
 Each stage runs as its own region (the example DAG with its pipelined edges made blocking, so every stage
 has Spark jobs of its own to learn from) on the provider's warm pool, under ``airflow dags test``. Runs
@@ -13,8 +13,8 @@ of a history-on and an uncorrected run, so that stage times compare at one load.
 sets the newest decisions of each kind against each other, with stage seconds as medians over the runs
 after the first uncorrected one that ran the stage at that count. Per stage and run: the decided
 parallelism and rule, Spark's spill bytes, the stage's time, the learned factors, and the swept per-stage
-best from ``--sweep-file`` (shuffle partitions per stage, AQE off; ``bench/compare.sh --sweep-oracle
---sweep-blocking`` and ``python -m bench.stage_sweep`` time every stage on its own, as here) where it has
+best from ``--sweep-file`` (shuffle partitions per stage, AQE off; ``python -m bench compare --sweep-oracle
+--sweep-blocking`` and ``python -m bench stage-sweep`` time every stage on its own, as here) where it has
 the scale.
 
 Results: bench/results/history.json and history.md. Each run is one sample; each records the machine's load
@@ -26,30 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.compare.__main__ import tables_for
-from bench.compare.oracle import scale_key
-from bench.compare.pipeline import PIPELINED, STAGES
-from bench.compare.report import machine_info
-from bench.compare.runners import (
-    BLOCKING_DAG_ID,
-    REPO,
-    Setup,
-    prepare_airflow,
-    run_variant,
-    start_warm_pool,
-    stop_warm_pools,
-)
-from bench.compare.stats import SIGNIFICANCE, slower_p_value
+from bench.compare.runners import RunResult, Setup, prepare_airflow, run_variant, start_pool
 from bench.compare.variants import Variant
+from bench.lib.pipeline import PIPELINED, REPO, STAGES, scale_key, tables_for
+from bench.lib.provider import stop_warm_pools
+from bench.lib.report import command_line, machine_info, write_results
+from bench.lib.stats import SIGNIFICANCE, slower_p_value
 
 RESULTS = REPO / "bench" / "results"
 SWEEP_FILE = RESULTS / "compare-oracle-sweep.json"
@@ -73,12 +62,13 @@ def variant(min_runs: int, label: str) -> Variant:
     return Variant("h", label, "provider", blocking=True, env=env, warm=True)
 
 
-def history_records(storage: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """stage -> run id -> the history object the run left (the newest per run id)."""
-    from airflow_provider_finegrained.execution.history_store import HistoryStore
+def history_records(result: RunResult) -> dict[str, dict[str, Any]]:
+    """stage -> the history object the run left for it: the record the provider's history keeps, made from the
+    stage's trace as the run published it (``planning.run_from_trace``, as the UI and the CLI read it)."""
+    from airflow_provider_finegrained.planning import run_from_trace
 
-    store = HistoryStore(str(storage), BLOCKING_DAG_ID)
-    return {stage: {r.run_id: r.to_dict() for r in store.runs(stage, limit=1000)} for stage in STAGES}
+    run_id = result.metrics["run_id"]
+    return {stage: run_from_trace(trace, run_id, True).to_dict() for stage, trace in result.traces.items()}
 
 
 def swept(scale: str, sweep_file: Path = SWEEP_FILE) -> dict[str, dict[str, Any]]:
@@ -180,8 +170,8 @@ def with_sweep(stage: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str,
     return stage
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__.splitlines()[0])
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench history", description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 0.3, 1.0])
     parser.add_argument("--min-runs", type=int, default=3)
     parser.add_argument(
@@ -198,62 +188,74 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="rewrite history.md from history.json")
     parser.add_argument("--sweep-file", type=Path, default=SWEEP_FILE, help="the oracle sweep to judge against")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.report_only:
-        doc = json.loads((args.results / "history.json").read_text())
-        for run in doc["runs"]:  # the sweep's verdicts again, as this version of the harness reads them
-            sweep = swept(run["scale"], args.sweep_file)
-            run["stages"] = [with_sweep(stage, sweep.get(stage["stage"])) for stage in run["stages"]]
-            if sweep:  # a sweep of some stages only says nothing of the others
-                for stage in run["stages"]:
-                    if stage["stage"] not in sweep:
-                        for key in SWEEP_FIELDS:
-                            stage.pop(key, None)
-        doc["sweep_file"] = args.sweep_file.name
-        (args.results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (args.results / "history.md").write_text(markdown(doc))
+        report_again(args.results, args.sweep_file)
         return 0
-    command = "python -m bench.history " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
     work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-history-"))
     work.mkdir(parents=True, exist_ok=True)
     home = work / "airflow-home"
     prepare_airflow(home)
     learning = variant(args.min_runs, f"history on, N={args.min_runs}")
     unused = variant(1000, "history recorded, not applied (uncorrected)")
-    sequence = [(s, learning) for s in args.scales] + [(args.scales[-1], unused)]
-    sequence += [(args.scales[-1], learning)] * args.then
-    sequence += [(args.scales[-1], learning), (args.scales[-1], unused)] * args.alternate
+    last = args.scales[-1]
+    sequence = [(s, learning) for s in args.scales] + [(last, unused)] + [(last, learning)] * args.then
+    sequence += [(last, learning), (last, unused)] * args.alternate
     runs: list[dict[str, Any]] = []
     try:
-        pool_s = start_warm_pool(work, home, learning)
-        print(f"warm pool ready in {pool_s:.1f} s", flush=True)
+        print(f"warm pool ready in {start_pool(work, home, learning):.1f} s", flush=True)
         for i, (scale, v) in enumerate(sequence, 1):
-            tables = tables_for(scale, args.data)
-            setup = Setup(tables=tables, work=work, master="local[2]", airflow_home=home)
-            clock, load = time.perf_counter(), os.getloadavg()
-            result = run_variant(setup, v, work / f"run-{i}")
-            wall = time.perf_counter() - clock
-            run_id = result.metrics["run_id"]
-            records = history_records(home / "finegrained" / "storage")
-            sweep = swept(scale_key(scale), args.sweep_file)
-            stages = [row(s, records[s][run_id], sweep.get(s)) for s in STAGES if run_id in records[s]]
-            runs.append(
-                {"run": i, "scale": scale_key(scale), "variant": v.label, "run_id": run_id, "wall_s": wall,
-                 "pipeline_s": result.metrics["pipeline_s"], "stages": stages,
-                 "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()]}
-            )  # fmt: skip
-            print(f"run {i} SF {scale_key(scale)} ({v.label}): {wall:.1f} s", flush=True)
-            write(args.results, command, args.min_runs, runs, args.sweep_file)
+            runs.append(run_once(i, scale, v, Setup(tables_for(scale, args.data), work, "local[2]", home), args))
+            print(f"run {i} SF {scale_key(scale)} ({v.label}): {runs[-1]['wall_s']:.1f} s", flush=True)
+            write(args.results, command_line("history", argv), args.min_runs, runs, args.sweep_file)
     finally:
         stop_warm_pools(home)
     return 0
 
 
+def run_once(i: int, scale: float, v: Variant, setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``i`` of the sequence: the pipeline once at ``scale``, each stage's decision against the sweep."""
+    clock, load = time.perf_counter(), os.getloadavg()
+    result = run_variant(setup, v, setup.work / f"run-{i}")
+    wall = time.perf_counter() - clock
+    records = history_records(result)
+    sweep = swept(scale_key(scale), args.sweep_file)
+    return {
+        "run": i,
+        "scale": scale_key(scale),
+        "variant": v.label,
+        "run_id": result.metrics["run_id"],
+        "wall_s": wall,
+        "pipeline_s": result.metrics["pipeline_s"],
+        "stages": [row(s, records[s], sweep.get(s)) for s in STAGES if s in records],
+        "load_before": [round(x, 2) for x in load],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def report_again(results: Path, sweep_file: Path) -> None:
+    """history.json and .md again from history.json's runs, judged against ``sweep_file``."""
+    doc = json.loads((results / "history.json").read_text())
+    for run in doc["runs"]:  # the sweep's verdicts again, as this version of the harness reads them
+        sweep = swept(run["scale"], sweep_file)
+        run["stages"] = [with_sweep(stage, sweep.get(stage["stage"])) for stage in run["stages"]]
+        if sweep:  # a sweep of some stages only says nothing of the others
+            for stage in run["stages"]:
+                if stage["stage"] not in sweep:
+                    for key in SWEEP_FIELDS:
+                        stage.pop(key, None)
+    doc["sweep_file"] = sweep_file.name
+    write_results(results / "history.json", doc, markdown(doc))
+
+
 def write(results: Path, command: str, min_runs: int, runs: list[dict[str, Any]], sweep_file: Path) -> None:
     doc = {"command": command, "min_runs": min_runs, "machine": machine_info(), "runs": runs}
     doc["sweep_file"] = sweep_file.name
-    (results / "history.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (results / "history.md").write_text(markdown(doc))
+    write_results(results / "history.json", doc, markdown(doc))
 
 
 def _mb(value: int | None) -> str:

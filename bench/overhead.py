@@ -8,22 +8,24 @@ timings: ``inputs_s`` (XCom reads, commit checks, measuring), ``decide_s`` (plan
 ``submit_s`` (the region's spark-submit, JVM start included) and ``spark_stage_s`` (the stage's own work
 in the driver).
 
-Run: ``.venv/bin/python bench/overhead.py [--repeats 3]``; results go to bench/results/overhead.{json,md}.
+Run: ``python -m bench overhead [--repeats 3]``; results go to bench/results/overhead.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.lib.airflow import airflow_env, migrate
+from bench.lib.provider import stage_report
+from bench.lib.report import write_results
+from bench.lib.stats import median
+from bench.lib.sweep import alternating
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -55,27 +57,18 @@ VARIANTS = {"one_region": "pipelined", "separate_apps": "blocking"}
 
 
 def setup(home: Path) -> Path:
+    """A migrated Airflow home with the two DAGs, made this process's (``dag.test()`` runs in it)."""
     dags = home / "dags"
     dags.mkdir(parents=True)
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "SPARK_LOCAL_IP": "127.0.0.1",
-        }
-    )
+    os.environ.update(airflow_env(home))
     for variant, mode in VARIANTS.items():
         (dags / f"{variant}.py").write_text(DAG.format(dag_id=f"overhead_{variant}", mode=mode))
-    airflow = str(Path(sys.executable).parent / "airflow")
-    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True)
+    migrate(os.environ)
     return dags
 
 
 def run_variant(dags: Path, variant: str) -> dict[str, Any]:
     from airflow.dag_processing.dagbag import DagBag
-
-    from airflow_provider_finegrained.cli.report import stage_results
 
     dag_id = f"overhead_{variant}"
     dag = DagBag(dag_folder=str(dags / f"{variant}.py"), safe_mode=False).dags[dag_id]
@@ -84,7 +77,7 @@ def run_variant(dags: Path, variant: str) -> dict[str, Any]:
     wall = time.perf_counter() - start
     if run.state != "success":
         raise RuntimeError(f"{dag_id} ended {run.state}")
-    _, results = stage_results(dag_id, run.run_id)
+    results = stage_report(dag_id, os.environ, run.run_id)["stages"]
     stages = {name: r["trace"]["timings"] for name, r in results.items()}
     return {
         "wall_s": wall,
@@ -94,29 +87,28 @@ def run_variant(dags: Path, variant: str) -> dict[str, Any]:
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    per_stage: dict[str, dict[str, float]] = {}
+    per_stage: dict[str, dict[str, float | None]] = {}
     for name in runs[0]["stages"]:
         per_stage[name] = {
-            key: statistics.median(r["stages"][name].get(key, 0.0) for r in runs)
+            key: median(r["stages"][name].get(key, 0.0) for r in runs)
             for key in ("inputs_s", "decide_s", "submit_s", "spark_stage_s")
         }
     return {
-        "wall_s_median": statistics.median(r["wall_s"] for r in runs),
+        "wall_s_median": median(r["wall_s"] for r in runs),
         "wall_s": [r["wall_s"] for r in runs],
         "applications": runs[0]["applications"],
         "per_stage_median": per_stage,
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="finegrained-bench-"))
-    dags = setup(home)
+    args = parser.parse_args(argv)
+    dags = setup(Path(tempfile.mkdtemp(prefix="finegrained-bench-")))
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     for i in range(args.repeats):
-        for variant in VARIANTS if i % 2 == 0 else reversed(list(VARIANTS)):  # alternate to spread drift
+        for variant in alternating(list(VARIANTS), i):  # alternate to spread drift
             runs[variant].append(run_variant(dags, variant))
             print(f"repeat {i + 1} {variant}: {runs[variant][-1]['wall_s']:.1f} s", flush=True)
     summary = {v: summarize(r) for v, r in runs.items()}
@@ -126,9 +118,14 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "load_avg_1m": os.getloadavg()[0],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "overhead.json").write_text(json.dumps({"machine": machine, "summary": summary, "runs": runs}, indent=2))
-    lines = [f"Command: `.venv/bin/python bench/overhead.py --repeats {args.repeats}`; machine: {machine}", ""]
+    text = render(summary, machine, args.repeats)
+    write_results(RESULTS / "overhead.json", {"machine": machine, "summary": summary, "runs": runs}, text)
+    print(text)
+    return 0
+
+
+def render(summary: dict[str, Any], machine: dict[str, Any], repeats: int) -> str:
+    lines = [f"Command: `python -m bench overhead --repeats {repeats}`; machine: {machine}", ""]
     lines += ["| variant | Spark applications | pipeline wall time (median s) |", "|---|---:|---:|"]
     lines += [f"| {v} | {s['applications']} | {s['wall_s_median']:.1f} |" for v, s in summary.items()]
     lines += [
@@ -146,10 +143,8 @@ def main() -> None:
                 f"| {v} | {stage} | {t['inputs_s']:.3f} | {t['decide_s']:.4f} | {t['submit_s']:.1f} | "
                 f"{t['spark_stage_s']:.2f} |"
             )
-    text = "\n".join(lines) + "\n"
-    (RESULTS / "overhead.md").write_text(text)
-    print(text)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,7 +8,7 @@ run-time decisions (``ConsumedResult`` and ``decide_parallelism`` for every stag
 sizes generated beforehand), and measures peak memory in a separate pass (tracemalloc slows the
 code it watches).
 
-Run: ``.venv/bin/python bench/plan_scaling.py`` (``--sizes 1000,10000`` to choose sizes).
+Run: ``python -m bench plan-scaling`` (``--sizes 1000,10000`` to choose sizes).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import argparse
 import functools
 import gc
 import itertools
-import json
 import os
 import platform
 import random
@@ -38,6 +37,7 @@ from airflow_provider_finegrained.planning import (
     decide_parallelism,
     plan_stages,
 )
+from bench.lib.report import command_line, load_1m, write_results
 
 RESULTS = Path(__file__).parent / "results"
 KINDS = [
@@ -120,37 +120,40 @@ def peak_memory(fn: Callable[[], object]) -> int:
     return peak
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def measure_size(n: int, repeats: int, config: ParallelismConfig) -> dict[str, Any]:
+    """One generated DAG of ``n`` stages: the plan's and the decisions' times, the plan's peak memory."""
+    specs = generate(n)
+    plan_times = best_of(repeats, functools.partial(plan_stages, specs))
+    baseline_times = best_of(repeats, functools.partial(linear_baseline, specs))
+    sizes = partition_sizes(specs)  # generated outside the timing: random numbers are not the planner's work
+    decide_times = best_of(repeats, functools.partial(run_time_decisions, sizes, config))
+    plan = plan_stages(specs)
+    return {
+        "stages": n,
+        "edges": sum(len(s.inputs) for s in specs),
+        "regions": len(plan.regions),
+        "forward_groups": len(plan.forward_groups),
+        "plan_seconds_median": statistics.median(plan_times),
+        "plan_seconds": plan_times,
+        "baseline_seconds_median": statistics.median(baseline_times),
+        "plan_over_baseline": statistics.median(plan_times) / statistics.median(baseline_times),
+        "decide_seconds_median": statistics.median(decide_times),
+        "plan_peak_bytes": peak_memory(functools.partial(plan_stages, specs)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench plan-scaling", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config = ParallelismConfig(max_parallelism=256)
-    load_before = os.getloadavg()[0]  # the machine may be shared: say how busy it was
+    load_before = load_1m()  # the machine may be shared: say how busy it was
     rows: list[dict[str, Any]] = []
     for n in (int(s) for s in args.sizes.split(",")):
-        specs = generate(n)
-        edges = sum(len(s.inputs) for s in specs)
-        plan_times = best_of(args.repeats, functools.partial(plan_stages, specs))
-        baseline_times = best_of(args.repeats, functools.partial(linear_baseline, specs))
-        sizes = partition_sizes(specs)  # generated outside the timing: random numbers are not the planner's work
-        decide_times = best_of(args.repeats, functools.partial(run_time_decisions, sizes, config))
-        plan = plan_stages(specs)
-        row: dict[str, Any] = {
-            "stages": n,
-            "edges": edges,
-            "regions": len(plan.regions),
-            "forward_groups": len(plan.forward_groups),
-            "plan_seconds_median": statistics.median(plan_times),
-            "plan_seconds": plan_times,
-            "baseline_seconds_median": statistics.median(baseline_times),
-            "plan_over_baseline": statistics.median(plan_times) / statistics.median(baseline_times),
-            "decide_seconds_median": statistics.median(decide_times),
-            "plan_peak_bytes": peak_memory(functools.partial(plan_stages, specs)),
-        }
-        rows.append(row)
+        rows.append(row := measure_size(n, args.repeats, config))
         print(
-            f"{n:>7} stages {edges:>7} edges: plan {row['plan_seconds_median']:.3f} s, decide "
+            f"{n:>7} stages {row['edges']:>7} edges: plan {row['plan_seconds_median']:.3f} s, decide "
             f"{row['decide_seconds_median']:.3f} s, peak {row['plan_peak_bytes'] / 2**20:.0f} MiB, "
             f"{row['regions']} regions",
             flush=True,
@@ -161,13 +164,20 @@ def main() -> None:
     machine = {
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "cpus": _cpus(),
+        "cpus": os.cpu_count() or 0,
         "date": time.strftime("%Y-%m-%d"),
         "repeats": args.repeats,
-        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "load_average_1min": [load_before, load_1m()],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "plan_scaling.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    table = render(rows)
+    command = command_line("plan-scaling", argv)
+    markdown = f"Command: `{command}`; machine: {machine}\n\n{table}\n"
+    write_results(RESULTS / "plan_scaling.json", {"machine": machine, "rows": rows}, markdown)
+    print(table)
+    return 0
+
+
+def render(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| stages | edges | regions | plan (median s) | linear baseline (s) | plan / baseline | decide all (median s) "
         "| plan peak memory | peak per stage |",
@@ -180,16 +190,8 @@ def main() -> None:
         f"{r['plan_peak_bytes'] / r['stages'] / 1024:.2f} KiB |"
         for r in rows
     ]
-    table = "\n".join(lines)
-    (RESULTS / "plan_scaling.md").write_text(
-        f"Command: `.venv/bin/python bench/plan_scaling.py`; machine: {machine}\n\n{table}\n"
-    )
-    print(table)
-
-
-def _cpus() -> int:
-    return os.cpu_count() or 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,13 +4,12 @@ Measures, for this interpreter's virtual environment: the content digest (asked 
 packing the archive (once per digest), its size, and unpacking it (what each NodeManager does once per
 digest). Nothing else runs Spark meanwhile.
 
-Run: ``.venv/bin/python bench/python_env.py [--repeats 3]``; results go to bench/results/python-env.{json,md}.
+Run: ``python -m bench python-env [--repeats 3]``; results go to bench/results/python-env.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -20,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_finegrained.python_env.digest import base_interpreter, digest_of, installed
-from airflow_provider_finegrained.python_env.pack import pack_environment
+from airflow_provider_finegrained.python_env import environment_digest, pack_environment
+from bench.lib.report import write_results
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -33,8 +32,9 @@ def folder_bytes(root: Path) -> int:
 def measure(repeats: int) -> dict[str, Any]:
     digests, packs, unpacks, sizes = [], [], [], []
     for _ in range(repeats):
+        environment_digest.cache_clear()  # computed again each time, as a fresh worker process does
         began = time.perf_counter()
-        digest = digest_of(installed(), base_interpreter())
+        digest = environment_digest()
         digests.append(time.perf_counter() - began)
         with tempfile.TemporaryDirectory() as work:
             archive = Path(work) / "env.tar.gz"
@@ -65,7 +65,7 @@ def report(result: dict[str, Any]) -> str:
         [
             "# Shipping the Python environment (python_env auto)",
             "",
-            f"`.venv/bin/python bench/python_env.py --repeats {result['repeats']}`, Python {result['python']}.",
+            f"`python -m bench python-env --repeats {result['repeats']}`, Python {result['python']}.",
             "",
             "| What | Median | Range |",
             "|---|---|---|",
@@ -85,16 +85,15 @@ def report(result: dict[str, Any]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench python-env", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = measure(args.repeats)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "python-env.json").write_text(json.dumps(result, indent=1) + "\n")
-    (RESULTS / "python-env.md").write_text(report(result))
+    write_results(RESULTS / "python-env.json", result, report(result), indent=1)
     print(report(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

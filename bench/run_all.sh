@@ -1,39 +1,38 @@
 #!/usr/bin/env bash
 # Every benchmark in one command; results go to bench/results/ (JSON and Markdown).
+# `python -m bench --help` lists the experiments; `python -m bench <experiment> --help` gives one's options.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/bootstrap.sh
-python bench/plan_scaling.py
-python bench/overhead.py --repeats 3
-python bench/bytes_per_task.py
+python -m bench plan-scaling
+python -m bench overhead --repeats 3
 # What shipping the Python environment to YARN costs on the Airflow worker (digest, pack, unpack).
-python bench/python_env.py --repeats 3
+python -m bench python-env --repeats 3
 # The side-by-side comparison (fixed sizing, AQE, provider, separate apps, oracle); the planner ran above.
-python -m bench.compare --repeats 3 --no-plan-scaling
+python -m bench compare --repeats 3 --no-plan-scaling
 # Only the sizing differs: Spark's defaults, the provider and a swept oracle in one warm pool.
-python -m bench.substrate --scales 0.01,0.1,1,10 --repeats 3
-# What the provider's scan split and its producers' row groups each cost, on lineitem at SF 10.
-python -m bench.row_groups --scale 10 --repeats 3
+python -m bench substrate --scales 0.01,0.1,1,10 --repeats 3
 # Skewed input: Spark's defaults, sizing alone, sizing with the input balance and skew settings.
-python bench/skew.py --reps 3
+python -m bench skew --reps 3
 # History: the TPC-H pipeline at growing scales, corrected by its past runs, judged against sweeps in its own
 # shape (every stage written): the whole pipeline at each count, then the shuffling stages alone, 9 times each.
 SWEEP_WORK="${TMPDIR:-/tmp}/finegrained-sweep-blocking"
-python -m bench.compare --scales 1 --repeats 1 --variants oracle --sweep-oracle --sweep-blocking --sweep-repeats 5 \
+python -m bench compare --scales 1 --repeats 1 --variants oracle --sweep-oracle --sweep-blocking --sweep-repeats 5 \
   --sweep-candidates 1 2 4 8 16 --sweep-file bench/results/compare-oracle-sweep-sf1-blocking.json \
   --results "$SWEEP_WORK" --image "$SWEEP_WORK/img.png" --work "$SWEEP_WORK/work" --no-plan-scaling
 mkdir -p bench/results/history-run3 bench/results/history-run3-stage-sweep
-python -m bench.history --scales 0.01 0.1 0.3 1 --then 2 --alternate 3 \
+python -m bench history --scales 0.01 0.1 0.3 1 --then 2 --alternate 3 \
   --sweep-file bench/results/compare-oracle-sweep-sf1-blocking.json --results bench/results/history-run3
-python -m bench.stage_sweep --upstream "$SWEEP_WORK/work/sweep-4-0/out" --candidates 1 2 4 8 --repeats 9 \
+python -m bench stage-sweep --upstream "$SWEEP_WORK/work/sweep-4-0/out" --candidates 1 2 4 8 --repeats 9 \
   --out bench/results/stage-sweep-sf1.json
 cp bench/results/history-run3/history.json bench/results/history-run3-stage-sweep/
-python -m bench.history --report-only --results bench/results/history-run3-stage-sweep \
+python -m bench history --report-only --results bench/results/history-run3-stage-sweep \
   --sweep-file bench/results/stage-sweep-sf1.json
-# Warm start in a fresh task process under airflow standalone.
-python bench/warm_start_airflow.py --repeats 5
-python bench/handover.py --data "${TMPDIR:-/tmp}/finegrained-bench-data/handover-sf1" --scale 1 --repeats 2
+# Warm start: a Spark Connect session of the pool against a cold spark-submit, then in a fresh task process
+# under airflow standalone.
+python -m bench warm-start --repeats 5
+python -m bench warm-start-airflow --repeats 5
 # A shared cluster's cost, then the simulator validated against it and run at 1,000 nodes.
-python -m bench.shared_cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
-python -m bench.simulate all
-python -m bench.simulate validate
+python -m bench shared-cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
+python -m bench simulate all
+python -m bench simulate validate

@@ -11,13 +11,13 @@ Three variants run side by side in ONE warm ``local[2]`` session, in alternating
 
 - ``spark-defaults``: 200 shuffle partitions, AQE on with Spark's defaults, 128 MiB splits, 4 MiB open
   cost, upstream written with parquet's 128 MiB row groups;
-- ``sizing``: the provider without the balance (``size_region`` without the file sizes: shuffle partitions
-  and ``maxPartitionBytes`` from bytes / parallelism; AQE towards ``avg_bytes_per_task``, Spark's skew
-  thresholds), upstream written with parquet's default row groups;
-- ``balance``: the provider with the balance (``size_region`` with the measured file sizes: split, open
-  cost; AQE with the advisory size and skew-join thresholds of ``adaptive_conf`` from the measured
-  distribution), upstream written with
-  the producer's ``write_options`` (row groups for its consumers' splits).
+- ``sizing``: the provider's decision with its balance undone (shuffle partitions from the decision,
+  ``maxPartitionBytes`` from bytes / parallelism, Spark's open cost; AQE towards ``avg_bytes_per_task`` with
+  Spark's skew thresholds), upstream written with parquet's default row groups;
+- ``balance``: the provider's decision (``decide_region`` for the consumer alone over the measured file
+  sizes, as ``finegrained size`` decides: split, open cost, AQE's advisory size, skew-join thresholds and
+  coalesce floor), upstream written with the producer's ``write_options`` (row groups for its consumers'
+  splits).
 - ``balance-16m-row-groups``, ``balance-128m-row-groups`` (only with ``--variants``): the balance's
   settings over an upstream written with 16 MiB row groups, or the one ``spark-defaults`` reads (parquet's
   128 MiB), to isolate what the producer's row-group size costs or saves the scan.
@@ -32,11 +32,11 @@ tasks' deserialization and scheduler delay (the per-task overhead the balance tr
 
 Usage::
 
-    .venv/bin/python bench/skew.py [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
-    .venv/bin/python bench/skew.py --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
-    .venv/bin/python bench/skew.py --reps 5 --rows 12000000 --zipf 3 --name skew-row-groups \
+    python -m bench skew [--reps 3] [--rows 4000000] [--zipf 1.2] [--name skew]
+    python -m bench skew --reps 3 --rows 2000000 --zipf 3 --name skew-hot  # a 75% hot key
+    python -m bench skew --reps 5 --rows 12000000 --zipf 3 --name skew-row-groups \
         --variants spark-defaults,balance,balance-16m-row-groups,balance-128m-row-groups  # row groups' cost
-    .venv/bin/python bench/skew.py --rerender bench/results/skew.json
+    python -m bench skew --rerender bench/results/skew.json
 
 Results: ``bench/results/skew.json`` and ``bench/results/skew.md``. Data lives in a temp dir, deleted after.
 """
@@ -49,38 +49,23 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
-import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from airflow_provider_finegrained.execution.decision import adaptive_conf, write_options
-from airflow_provider_finegrained.planning import (
-    ClusterProfile,
-    ConsumedResult,
-    ParallelismConfig,
-    StageDemand,
-    decide_parallelism,
-    size_region,
-)
-from airflow_provider_finegrained.planning.adaptive_sizes import decide_adaptive
-from airflow_provider_finegrained.planning.scan_packing import spread
-from bench.compare.stats import SIGNIFICANCE, slower_p_value
+from airflow_provider_finegrained.planning import ClusterProfile, ParallelismConfig
+from bench.lib.report import command_line, write_results
+from bench.lib.session import SPARK_DEFAULTS, apply_conf, decide_alone, file_sizes, local_session
+from bench.lib.spark_metrics import application_api, get_json, tagged_stage_ids
+from bench.lib.stats import SIGNIFICANCE, max_over_median, slower_p_value
+from bench.lib.sweep import in_turn
 
 MIB = 2**20
 FILES = 200
 ZIPF_S = 1.2
-
-
-def hot_key_share(zipf_s: float) -> float:
-    """P(key = 1) of the generator below: floor((1 - u) ** (-1 / (s - 1))) is 1 for u < 1 - 2^-(s-1)."""
-    return float(1 - 2 ** -(zipf_s - 1))
-
-
 KEYS = 50_000
 DIM_FILES = 4
 AVG_BYTES_PER_TASK = 8 * MIB
@@ -97,35 +82,16 @@ SKEW_KEYS = (
     "spark.sql.adaptive.skewJoin.skewedPartitionFactor",
     "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes",
 )
-SPARK_DEFAULTS = {
-    "spark.sql.shuffle.partitions": "200",
-    "spark.sql.files.maxPartitionBytes": str(128 * MIB),
-    "spark.sql.files.openCostInBytes": str(4 * MIB),
-    "spark.sql.adaptive.enabled": "true",
-    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "true",
-    "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(64 * MIB),
-    "spark.sql.adaptive.skewJoin.enabled": "true",
-    "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "5",
-    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": str(256 * MIB),
-}
-RESETS = ("spark.sql.files.minPartitionNum",)
+PROFILE = ClusterProfile(total_cores=2, total_memory=4 * 2**30, executor_memory=2 * 2**30, local=True)
+"""The session's: local[2] with a 2 GiB driver."""
 
 
-def build_session(tmp: Path) -> Any:
-    from pyspark.sql import SparkSession
+def hot_key_share(zipf_s: float) -> float:
+    """P(key = 1) of the generator below: floor((1 - u) ** (-1 / (s - 1))) is 1 for u < 1 - 2^-(s-1)."""
+    return float(1 - 2 ** -(zipf_s - 1))
 
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName("skew_bench")
-        .config("spark.driver.memory", "2g")
-        .config("spark.local.dir", str(tmp / "spark-local"))
-        .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
-        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.port", "0")
-        .config("spark.ui.retainedTasks", "1000000")
-        .getOrCreate()
-    )
+
+# ---------------------------------------------------------------- the data
 
 
 def write_fact(spark: Any, path: Path, rows: int, options: dict[str, str], zipf_s: float = ZIPF_S) -> None:
@@ -152,8 +118,8 @@ def write_dim(spark: Any, path: Path) -> None:
     dim.write.mode("overwrite").parquet(str(path))
 
 
-def file_sizes(path: Path) -> list[int]:
-    return sorted((p.stat().st_size for p in path.glob("*.parquet")), reverse=True)
+def largest_first(path: Path) -> list[int]:
+    return sorted(file_sizes(path), reverse=True)
 
 
 def row_groups(path: Path) -> dict[str, int]:
@@ -169,6 +135,38 @@ def row_groups(path: Path) -> dict[str, int]:
     return {"count": meta.num_row_groups, "largest_bytes": max(sizes, default=0)}
 
 
+def data_stats(path: Path) -> dict[str, Any]:
+    sizes = largest_first(path)
+    return {
+        "files": len(sizes),
+        "largest": sizes[0],
+        "median": statistics.median(sizes),
+        "largest_over_median": round(sizes[0] / statistics.median(sizes), 1),
+        "total": sum(sizes),
+        "largest_file_row_groups": row_groups(path),
+    }
+
+
+def write_upstreams(spark: Any, tmp: Path, args: argparse.Namespace, variants: list[str]) -> dict[str, Path]:
+    """The fact table as each variant's producer wrote it: parquet's row groups, the provider's producer's
+    (``write_options``), and the row groups of the row-group variants that run."""
+    upstream = {"default": tmp / "fact-default", "balance": tmp / "fact-balance"}
+    write_fact(spark, upstream["default"], args.rows, {}, args.zipf)
+    write_fact(spark, upstream["balance"], args.rows, producer_options(), args.zipf)
+    for variant, row_group in ROW_GROUP_VARIANTS.items():
+        if row_group is not None and variant in variants:
+            upstream[variant] = tmp / f"fact-{variant}"
+            write_fact(spark, upstream[variant], args.rows, {"parquet.block.size": str(row_group)}, args.zipf)
+    return upstream
+
+
+def reads(variant: str) -> str:
+    """Which upstream ``variant`` reads (a key of :func:`write_upstreams`)."""
+    if variant == "balance":
+        return "balance"
+    return variant if ROW_GROUP_VARIANTS.get(variant) is not None else "default"
+
+
 def consumer(spark: Any, fact: Path, dim: Path, out: Path) -> None:
     from pyspark.sql import functions as F
 
@@ -179,67 +177,51 @@ def consumer(spark: Any, fact: Path, dim: Path, out: Path) -> None:
     result.write.mode("overwrite").parquet(str(out))
 
 
+# ---------------------------------------------------------------- the settings, from the provider's decision
+
+
+def producer_options() -> dict[str, str]:
+    """The row groups the provider's producer writes for consumers of ``AVG_BYTES_PER_TASK`` (its decision)."""
+    return write_options("parquet", [ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)])
+
+
 def decided_conf(variant: str, files: list[int], dim_files: list[int]) -> tuple[dict[str, str], dict[str, Any]]:
-    """The session settings of a variant, through the provider's planning code, and the balance record."""
+    """A variant's session settings and what it decided: Spark's defaults, or the provider's decision for the
+    consumer over these files (``sizing``: with its balance undone)."""
     if variant == "spark-defaults":
         return dict(SPARK_DEFAULTS), {}
     config = ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)
-    consumed = [ConsumedResult(files), ConsumedResult(dim_files)]
-    parallelism = decide_parallelism(consumed, config)
-    balanced = variant == "balance" or variant in ROW_GROUP_VARIANTS
-    scanned = tuple(files + dim_files) if balanced else ()
-    profile = ClusterProfile(total_cores=2, total_memory=4 * 2**30, executor_memory=2 * 2**30, local=True)
-    sizing = size_region(
-        [StageDemand("consumer", parallelism, consumed_bytes=sum(files) + sum(dim_files), input_file_bytes=scanned)],
-        profile,
-    ).stages["consumer"]
-    aqe = adaptive_conf(True, config, sizing.balance)
-    if variant == "sizing":  # the provider before the balance: Spark's skew thresholds
-        aqe = {k: v for k, v in aqe.items() if k not in SKEW_KEYS}
-        aqe.update({k: SPARK_DEFAULTS[k] for k in SKEW_KEYS})
-    conf = {**sizing.session_conf(), **aqe, "spark.sql.files.openCostInBytes": str(4 * MIB)}
-    if sizing.balance:
-        conf.update(sizing.balance.session_conf())
+    stage = decide_alone("consumer", {"fact": files, "dim": dim_files}, config, PROFILE)
+    sizing = stage.sizing
     decided: dict[str, Any] = {"parallelism": sizing.parallelism, "input_balance": dict(sizing.input_balance or {})}
-    if balanced:
-        decided["adaptive"] = decide_adaptive(AVG_BYTES_PER_TASK, sizing.balance).to_dict()
-    return conf, decided
+    if variant != "sizing":
+        adaptive = dict(stage.trace.input_balance["adaptive"])
+        adaptive.pop("applies", None)
+        return dict(stage.session_conf), decided | {"adaptive": adaptive}
+    # The provider before the balance: the split from bytes / parallelism, Spark's open cost, AQE towards the
+    # bytes per task with Spark's skew thresholds.
+    conf = {
+        **stage.session_conf,
+        **adaptive_conf(True, config, None, sizing.coalesce_floor),
+        "spark.sql.files.maxPartitionBytes": str(sizing.max_partition_bytes),
+        **{k: SPARK_DEFAULTS[k] for k in ("spark.sql.files.openCostInBytes", *SKEW_KEYS)},
+    }
+    return conf, decided | {"input_balance": {}}
 
 
-def rest(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as response:
-        return json.loads(response.read())
+# ---------------------------------------------------------------- what Spark measured
 
 
 def stage_tasks(spark: Any, group: str) -> dict[str, Any]:
     """The fact scan's and the join stage's task bytes, and every stage's duration, from Spark's REST API."""
     sc = spark.sparkContext
-    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
-    jobs = [j for j in rest(f"{base}/jobs") if j.get("jobGroup") == group]
-    stage_ids = sorted({s for j in jobs for s in j["stageIds"]})
+    base = application_api(sc.uiWebUrl, sc.applicationId)
     stages = []
-    for sid in stage_ids:
-        for attempt in rest(f"{base}/stages/{sid}"):
-            if attempt["status"] != "COMPLETE":
-                continue
-            tasks = rest(f"{base}/stages/{sid}/{attempt['attemptId']}/taskList?offset=0&length=100000")
-            done = [t for t in tasks if t["status"] == "SUCCESS"]
-            stages.append(
-                {
-                    "id": sid,
-                    "name": attempt["name"],
-                    "tasks": len(done),
-                    "input": [t["taskMetrics"]["inputMetrics"]["bytesRead"] for t in done],
-                    "records": [t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in done],
-                    "shuffle": [
-                        t["taskMetrics"]["shuffleReadMetrics"]["localBytesRead"]
-                        + t["taskMetrics"]["shuffleReadMetrics"]["remoteBytesRead"]
-                        for t in done
-                    ],
-                    "seconds": sum(t["duration"] for t in done) / 1000,
-                    "timing": _timing(attempt, done),
-                }
-            )
+    for sid in tagged_stage_ids(get_json(f"{base}/jobs", 30), group, job_group=True):
+        for attempt in get_json(f"{base}/stages/{sid}", 30):
+            if attempt["status"] == "COMPLETE":
+                tasks = get_json(f"{base}/stages/{sid}/{attempt['attemptId']}/taskList?offset=0&length=100000", 30)
+                stages.append(_stage(sid, attempt, [t for t in tasks if t["status"] == "SUCCESS"]))
     # Spark's bytesRead counts little of a parquet read here (footers; FIELD-NOTES), so a scan task's input
     # is its recordsRead: the fact rows are all about the same size.
     scan = max(stages, key=lambda s: sum(s["records"]))
@@ -253,6 +235,25 @@ def stage_tasks(spark: Any, group: str) -> dict[str, Any]:
         "scan_timing": scan["timing"],
         "join_timing": join["timing"],
         "stages": [{k: s[k] for k in ("id", "name", "tasks", "seconds", "timing")} for s in stages],
+    }
+
+
+def _stage(sid: int, attempt: dict[str, Any], done: list[dict[str, Any]]) -> dict[str, Any]:
+    """One completed Spark stage: its succeeded tasks' input, records, shuffle reads and time."""
+
+    def shuffle_read(task: dict[str, Any]) -> int:
+        read = task["taskMetrics"]["shuffleReadMetrics"]
+        return int(read["localBytesRead"] + read["remoteBytesRead"])
+
+    return {
+        "id": sid,
+        "name": attempt["name"],
+        "tasks": len(done),
+        "input": [t["taskMetrics"]["inputMetrics"]["bytesRead"] for t in done],
+        "records": [t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in done],
+        "shuffle": [shuffle_read(t) for t in done],
+        "seconds": sum(t["duration"] for t in done) / 1000,
+        "timing": _timing(attempt, done),
     }
 
 
@@ -281,19 +282,15 @@ def _summary(values: list[int]) -> dict[str, Any]:
         "tasks": len(values),
         "max": ordered[-1] if ordered else 0,
         "median": statistics.median(ordered) if ordered else 0,
-        "max_over_median": round(spread(ordered), 2),
+        "max_over_median": round(max_over_median(ordered), 2),
     }
 
 
-def apply(spark: Any, conf: dict[str, str]) -> None:
-    for key in RESETS:
-        spark.conf.unset(key)
-    for key, value in conf.items():
-        spark.conf.set(key, value)
+# ---------------------------------------------------------------- the run
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="python -m bench skew", description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--zipf", type=float, default=ZIPF_S, help="the keys' Zipf exponent (> 1)")
@@ -305,94 +302,85 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(variants) - set(ALL_VARIANTS))
     if unknown or not variants:
         parser.error(f"--variants: unknown {unknown or 'none given'}; known: {', '.join(ALL_VARIANTS)}")
+    return args, variants
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, variants = parse_args(argv)
     if args.rerender:
         result = json.loads(args.rerender.read_text())
         result["summary"] = summarize(result["runs"])
-        args.rerender.write_text(json.dumps(result, indent=2) + "\n")
-        args.rerender.with_suffix(".md").write_text(render(result))
+        write_results(args.rerender, result, render(result))
         return 0
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="skew-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        spark = build_session(tmp)
+        spark = local_session("skew_bench", session_conf(tmp))
         spark.sparkContext.setLogLevel("ERROR")
-        producer_options = write_options("parquet", [ParallelismConfig(avg_bytes_per_task=AVG_BYTES_PER_TASK)])
-        upstream = {"default": tmp / "fact-default", "balance": tmp / "fact-balance"}
-        write_fact(spark, upstream["default"], args.rows, {}, args.zipf)
-        write_fact(spark, upstream["balance"], args.rows, producer_options, args.zipf)
-        reads = {v: "default" for v in VARIANTS} | {"balance": "balance"}
-        for variant, row_group in ROW_GROUP_VARIANTS.items():
-            reads[variant] = "default" if row_group is None else variant
-            if row_group is not None and variant in variants:
-                upstream[variant] = tmp / f"fact-{variant}"
-                write_fact(spark, upstream[variant], args.rows, {"parquet.block.size": str(row_group)}, args.zipf)
-        dim = tmp / "dim"
-        write_dim(spark, dim)
-        dim_files = file_sizes(dim)
-        data: dict[str, Any] = {}
-        for name, path in upstream.items():
-            sizes = file_sizes(path)
-            data[name] = {
-                "files": len(sizes),
-                "largest": sizes[0],
-                "median": statistics.median(sizes),
-                "largest_over_median": round(sizes[0] / statistics.median(sizes), 1),
-                "total": sum(sizes),
-                "largest_file_row_groups": row_groups(path),
-            }
-        runs: list[dict[str, Any]] = []
-        order = variants
-        for rep in range(-1, args.reps):  # rep -1 warms the JVM and is not counted
-            for variant in order:
-                fact = upstream[reads[variant]]
-                conf, decided = decided_conf(variant, file_sizes(fact), dim_files)
-                apply(spark, conf)
-                group = f"{variant}-{rep}"
-                spark.sparkContext.setJobGroup(group, group)
-                load = os.getloadavg()[0]
-                t0 = time.perf_counter()
-                consumer(spark, fact, dim, tmp / f"out-{group}")
-                seconds = time.perf_counter() - t0
-                metrics = stage_tasks(spark, group)
-                print(
-                    f"rep {rep} {variant:15s} {seconds:6.2f}s  scan max/med {metrics['scan']['max_over_median']:5}"
-                    f" ({metrics['scan_tasks']} tasks)  join max/med {metrics['join']['max_over_median']:5}"
-                    f" ({metrics['join_tasks']} tasks)  load {load:.1f}",
-                    flush=True,
-                )
-                if rep >= 0:
-                    runs.append(
-                        {"rep": rep, "variant": variant, "seconds": round(seconds, 3), "load_1m": load, **metrics}
-                        | {"conf": conf, **decided}
-                    )
-            order = order[1:] + order[:1]  # each variant takes every position in turn
+        upstream = write_upstreams(spark, tmp, args, variants)
+        write_dim(spark, tmp / "dim")
+        data = {name: data_stats(path) for name, path in upstream.items()}
+        runs = run_variants(spark, tmp, upstream, variants, args.reps)
         spark.stop()
-    summary = summarize(runs)
-    result = {
-        "meta": {
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "command": "python bench/skew.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "machine": f"{os.cpu_count()} cores, {platform.platform()}",
-            "rows": args.rows,
-            "reps": args.reps,
-            "zipf_s": args.zipf,
-            "keys": KEYS,
-            "hot_key_share": round(hot_key_share(args.zipf), 3),
-            "files": FILES,
-            "avg_bytes_per_task": AVG_BYTES_PER_TASK,
-            "producer_write_options": producer_options,
-            "wall_s": round(time.time() - started, 1),
-        },
-        "data": data,
-        "summary": summary,
-        "runs": runs,
+    meta = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": command_line("skew", argv),
+        "machine": f"{os.cpu_count()} cores, {platform.platform()}",
+        "rows": args.rows,
+        "reps": args.reps,
+        "zipf_s": args.zipf,
+        "keys": KEYS,
+        "hot_key_share": round(hot_key_share(args.zipf), 3),
+        "files": FILES,
+        "avg_bytes_per_task": AVG_BYTES_PER_TASK,
+        "producer_write_options": producer_options(),
+        "wall_s": round(time.time() - started, 1),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(render(result))
+    result = {"meta": meta, "data": data, "summary": summarize(runs), "runs": runs}
+    write_results(RESULTS / f"{args.name}.json", result, render(result))
     print(render(result))
     return 0
+
+
+def session_conf(tmp: Path) -> dict[str, str]:
+    """The one warm local[2] session's: broadcast joins off (a dimension too large to broadcast)."""
+    return {
+        "spark.driver.memory": "2g",
+        "spark.local.dir": str(tmp / "spark-local"),
+        "spark.sql.warehouse.dir": str(tmp / "warehouse"),
+        "spark.sql.autoBroadcastJoinThreshold": "-1",
+        "spark.ui.port": "0",
+        "spark.ui.retainedTasks": "1000000",
+    }
+
+
+def run_variants(spark: Any, tmp: Path, upstream: dict[str, Path], variants: list[str], reps: int) -> list[Any]:
+    """Every variant ``reps`` times after a warm-up round (rep -1, not kept), each taking every place in turn."""
+    dim_files = largest_first(tmp / "dim")
+    runs: list[dict[str, Any]] = []
+    for rep in range(-1, reps):
+        for variant in in_turn(variants, rep + 1):
+            fact = upstream[reads(variant)]
+            conf, decided = decided_conf(variant, largest_first(fact), dim_files)
+            apply_conf(spark, conf)
+            group = f"{variant}-{rep}"
+            spark.sparkContext.setJobGroup(group, group)
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            consumer(spark, fact, tmp / "dim", tmp / f"out-{group}")
+            seconds = time.perf_counter() - t0
+            metrics = stage_tasks(spark, group)
+            print(
+                f"rep {rep} {variant:15s} {seconds:6.2f}s  scan max/med {metrics['scan']['max_over_median']:5}"
+                f" ({metrics['scan_tasks']} tasks)  join max/med {metrics['join']['max_over_median']:5}"
+                f" ({metrics['join_tasks']} tasks)  load {load:.1f}",
+                flush=True,
+            )
+            if rep >= 0:
+                record = {"rep": rep, "variant": variant, "seconds": round(seconds, 3), "load_1m": load, **metrics}
+                runs.append(record | {"conf": conf, **decided})
+    return runs
 
 
 def ran(runs: list[dict[str, Any]]) -> list[str]:
@@ -437,8 +425,7 @@ def _overhead_ms(runs: list[dict[str, Any]]) -> float | None:
 
 
 def render(result: dict[str, Any]) -> str:
-    meta, s = result["meta"], result["summary"]
-    variants = ran(result["runs"])
+    meta = result["meta"]
     lines = [
         "# Skewed consumer: Spark's defaults, the provider's sizing, and its input balance",
         "",
@@ -452,6 +439,20 @@ def render(result: dict[str, Any]) -> str:
         f"{result['data']['balance']['largest_over_median']}x (producer row groups "
         f"{meta['producer_write_options']}). avg_bytes_per_task {meta['avg_bytes_per_task'] // MIB} MiB.",
         "",
+    ]
+    lines += _tables(result["summary"], ran(result["runs"]))
+    record = next((r["input_balance"] for r in result["runs"] if r["variant"] == "balance"), None)
+    if record and "cost" in record:
+        lines += ["", f"Scan balance (`decide_balance`): {record['why']}."]
+    adaptive = next((r["adaptive"] for r in result["runs"] if r["variant"] == "balance" and r.get("adaptive")), None)
+    if adaptive:
+        lines += ["", f"AQE sizes of the balance variant (`decide_adaptive`): {adaptive['why']}."]
+    return "\n".join([*lines, *_goal(result["summary"], result["runs"])])
+
+
+def _tables(s: dict[str, Any], variants: list[str]) -> list[str]:
+    """The medians per variant and, where recorded, where the time went."""
+    lines = [
         "| variant | stage time (s), median [range] | scan tasks | scan rows max/median | join tasks "
         "| join shuffle-read max/median | load (1 min) |",
         "|---|---|---|---|---|---|---|",
@@ -465,33 +466,34 @@ def render(result: dict[str, Any]) -> str:
             f"{v['scan_tasks']:g} | {scan} | {v['join_tasks']:g} | "
             f"{v['join_max_over_median']} | {v['load_1m']} |"
         )
-    if all("scan_wall" in s[v] for v in variants):
-        lines += [
-            "",
-            "Where the time went (medians; Spark's status API: stage wall from submission to completion, the "
-            "tasks' summed duration, the longest task; per-task overhead = the scan tasks' deserialization plus "
-            "scheduler delay over their count):",
-            "",
-            "| variant | scan wall (s) | scan task-s | longest scan task (s) | join wall (s) | join task-s "
-            "| longest join task (s) | per-task overhead (ms) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for variant in variants:
-            v = s[variant]
-            lines.append(
-                f"| {variant} | {v['scan_wall']} | {v['scan_task_seconds']} | {v['scan_longest_task']} | "
-                f"{v['join_wall']} | {v['join_task_seconds']} | {v['join_longest_task']} | "
-                f"{v['per_task_overhead_ms']} |"
-            )
-    record = next((r["input_balance"] for r in result["runs"] if r["variant"] == "balance"), None)
-    if record and "cost" in record:
-        lines += ["", f"Scan balance (`decide_balance`): {record['why']}."]
-    adaptive = next((r["adaptive"] for r in result["runs"] if r["variant"] == "balance" and r.get("adaptive")), None)
-    if adaptive:
-        lines += ["", f"AQE sizes of the balance variant (`decide_adaptive`): {adaptive['why']}."]
+    if not all("scan_wall" in s[v] for v in variants):
+        return lines
+    lines += [
+        "",
+        "Where the time went (medians; Spark's status API: stage wall from submission to completion, the "
+        "tasks' summed duration, the longest task; per-task overhead = the scan tasks' deserialization plus "
+        "scheduler delay over their count):",
+        "",
+        "| variant | scan wall (s) | scan task-s | longest scan task (s) | join wall (s) | join task-s "
+        "| longest join task (s) | per-task overhead (ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for variant in variants:
+        v = s[variant]
+        lines.append(
+            f"| {variant} | {v['scan_wall']} | {v['scan_task_seconds']} | {v['scan_longest_task']} | "
+            f"{v['join_wall']} | {v['join_task_seconds']} | {v['join_longest_task']} | "
+            f"{v['per_task_overhead_ms']} |"
+        )
+    return lines
+
+
+def _goal(s: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """Whether the balance met the goal (max/median <= 2, faster than the baselines that ran), and whether the
+    repetitions show each baseline slower beyond chance."""
     compared = [v for v in VARIANTS if v in s]
     if "balance" not in compared or len(compared) < 2:
-        return "\n".join([*lines, ""])
+        return [""]
     b = s["balance"]
     others = [s[v]["seconds"] for v in compared if v != "balance"]
     goal_spread = max(b["scan_max_over_median"], b["join_max_over_median"]) <= 2
@@ -499,7 +501,7 @@ def render(result: dict[str, Any]) -> str:
     # A difference smaller than the run-to-run spread of the variants is not a result on a shared machine.
     noise = max(s[v]["seconds_range"][1] - s[v]["seconds_range"][0] for v in compared)
     within_noise = min(others) - b["seconds"] < noise
-    lines += [
+    lines = [
         "",
         f"Goal max/median <= 2 with the balance: {'met' if goal_spread else 'missed'} "
         f"(scan {b['scan_max_over_median']}, join {b['join_max_over_median']}). "
@@ -510,19 +512,19 @@ def render(result: dict[str, Any]) -> str:
         + (f", within the run-to-run spread of {noise:.1f} s: no clear difference." if within_noise else "."),
         "",
     ]
-    samples = {v: [r["seconds"] for r in result["runs"] if r["variant"] == v] for v in compared}
-    if min(map(len, samples.values())) >= 2:
-        # The repetitions themselves decide: is each baseline slower than the balance, beyond chance?
-        tests = {v: slower_p_value(samples[v], samples["balance"]) for v in compared if v != "balance"}
-        if tests:
-            shown = all(p < SIGNIFICANCE for p in tests.values())
-            lines += [
-                "Each baseline slower than the balance (one-sided exact Mann-Whitney over the repetitions): "
-                + ", ".join(f"{v} p = {p:.3g}" for v, p in tests.items())
-                + f": {'shown' if shown else 'not shown'} at p < {SIGNIFICANCE}.",
-                "",
-            ]
-    return "\n".join(lines)
+    samples = {v: [r["seconds"] for r in runs if r["variant"] == v] for v in compared}
+    if min(map(len, samples.values())) < 2:
+        return lines
+    # The repetitions themselves decide: is each baseline slower than the balance, beyond chance?
+    tests = {v: slower_p_value(samples[v], samples["balance"]) for v in compared if v != "balance"}
+    shown = all(p < SIGNIFICANCE for p in tests.values())
+    return [
+        *lines,
+        "Each baseline slower than the balance (one-sided exact Mann-Whitney over the repetitions): "
+        + ", ".join(f"{v} p = {p:.3g}" for v, p in tests.items())
+        + f": {'shown' if shown else 'not shown'} at p < {SIGNIFICANCE}.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

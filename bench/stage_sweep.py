@@ -1,9 +1,9 @@
 """Each shuffling stage alone at each candidate shuffle partition count, many times, in one warm SparkSession.
 
-``.venv/bin/python -m bench.stage_sweep --upstream DIR [--scale 1] [--stages ...] [--candidates 1 2 4 8]
+``python -m bench stage-sweep --upstream DIR [--scale 1] [--stages ...] [--candidates 1 2 4 8]
 [--repeats 9] [--out bench/results/stage-sweep-sf1.json]``
 
-The whole-pipeline sweep (``bench/compare.sh --sweep-oracle --sweep-blocking``) times every stage inside a
+The whole-pipeline sweep (``python -m bench compare --sweep-oracle --sweep-blocking``) times every stage inside a
 40 s application per sample, so five samples per count take 20 minutes and still overlap (at SF 1 a stage's
 repetitions spread by 20% or more). This one isolates the stages the history benchmark judges: every
 candidate reads the same inputs (the tables, and the stage outputs of one earlier blocking sweep run in
@@ -13,27 +13,24 @@ every (stage, candidate) in turn, every other round in reverse, so that drift fa
 round warms the JVM and is not kept.
 
 The result has the sweep file's shape (``{scale: {candidates: {P: {stage: [s, ...]}}, best, ...}}``), so
-``python -m bench.history --report-only --sweep-file`` judges the decisions against it.
+``python -m bench history --report-only --sweep-file`` judges the decisions against it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
-import shlex
 import shutil
-import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.compare.oracle import scale_key, sweep_entry
-from bench.compare.report import machine_info
-from bench.compare.runners import DRIVER_MEMORY, REPO
-from bench.compare.stage_app import stage_inputs
+from bench.compare.runners import DRIVER_MEMORY
+from bench.lib.pipeline import REPO, run_stages, scale_key
+from bench.lib.report import command_line, machine_info, write_json
+from bench.lib.session import local_session
+from bench.lib.sweep import rounds as alternating_rounds
+from bench.lib.sweep import sweep_entry
 
 SHUFFLING = ("q1_pricing_summary", "q3_join", "q3_shipping_priority", "q5_join", "q5_local_supplier_volume")
 """The stages that shuffle at SF 1 in the history benchmark, and q3_join's forward consumer (one count for both)."""
@@ -41,8 +38,7 @@ SHUFFLING = ("q1_pricing_summary", "q3_join", "q3_shipping_priority", "q5_join",
 
 def rounds(stages: Sequence[str], candidates: Sequence[int], repeats: int) -> list[list[tuple[str, int]]]:
     """The (stage, candidate) order of each round: round 0 is the warm-up; odd rounds go forward, even back."""
-    pairs = [(s, p) for s in stages for p in candidates]
-    return [pairs if i % 2 else pairs[::-1] for i in range(repeats + 1)]
+    return alternating_rounds([(s, p) for s in stages for p in candidates], repeats, warmup=True)
 
 
 def sweep_doc(scale: float, times: dict[int, dict[str, list[float]]], repeats: int, command: str) -> dict[str, Any]:
@@ -52,8 +48,8 @@ def sweep_doc(scale: float, times: dict[int, dict[str, list[float]]], repeats: i
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.stage_sweep", description=__doc__.splitlines()[0])
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench stage-sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", type=Path, required=True, help="a blocking sweep run's out/ folder")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "finegrained-bench-data")
@@ -62,41 +58,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "stage-sweep-sf1.json")
     args = parser.parse_args(argv)
-    command = "python -m bench.stage_sweep " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
     tables = args.data / f"tpch-sf{scale_key(args.scale)}"
     if not tables.is_dir():
-        parser.error(f"no TPC-H tables at {tables}: run the sweep (bench/compare.sh) at this scale first")
+        parser.error(f"no TPC-H tables at {tables}: run the sweep (python -m bench compare) at this scale first")
     missing = [s for s in args.stages if not (args.upstream / s).is_dir()]
     if missing:
         parser.error(f"--upstream {args.upstream} lacks the outputs {', '.join(missing)}: give a blocking sweep's")
+    return args
 
-    if str(REPO / "dags_examples") not in sys.path:
-        sys.path.insert(0, str(REPO / "dags_examples"))
-    from pyspark.sql import SparkSession
 
-    queries = importlib.import_module("tpch_queries")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", DRIVER_MEMORY)
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = command_line("stage-sweep", argv)
+    tables = args.data / f"tpch-sf{scale_key(args.scale)}"
+    conf = {"spark.driver.memory": DRIVER_MEMORY, "spark.sql.adaptive.enabled": "false"}
+    spark = local_session("stage_sweep", conf)
     scratch = Path(tempfile.mkdtemp(prefix="finegrained-stage-sweep-"))
     times: dict[int, dict[str, list[float]]] = {}
     try:
         for i, order in enumerate(rounds(args.stages, args.candidates, args.repeats)):
             for stage, p in order:
                 spark.conf.set("spark.sql.shuffle.partitions", str(p))
-                clock = time.perf_counter()
-                result = queries.STAGES[stage](spark, **stage_inputs(spark, stage, tables, args.upstream, {}))
-                result.write.mode("overwrite").parquet(str(scratch / stage))
-                seconds = time.perf_counter() - clock
+                run = run_stages(spark, [stage], tables, scratch, upstream=args.upstream)
                 if i:  # round 0 warms the JVM
-                    times.setdefault(p, {}).setdefault(stage, []).append(seconds)
+                    times.setdefault(p, {}).setdefault(stage, []).append(run[stage].seconds)
             print(f"round {i}{' (warm-up)' if not i else ''} done", flush=True)
             if i:
-                args.out.write_text(json.dumps(sweep_doc(args.scale, times, i, command), indent=2) + "\n")
+                write_json(args.out, sweep_doc(args.scale, times, i, command))
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)

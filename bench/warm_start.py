@@ -6,7 +6,7 @@ session of a running pool holding the same settings, (a) in a process that alrea
 (a region's second and later stages), (b) in a fresh Python process (the first stage of a task).
 Each latency also runs the stage's first trivial query (``spark.range(1).count()``).
 
-    .venv/bin/python bench/warm_start.py --repeats 5
+    python -m bench warm-start --repeats 5
 
 Writes bench/results/warm-start.json and prints a table.
 """
@@ -14,16 +14,17 @@ Writes bench/results/warm-start.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.lib.report import load_1m, machine_brief, write_json
+from bench.lib.session import CONNECT_TOKEN_ENV, remote_session, spark_submit, spark_submit_env
+from bench.lib.stats import median
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -51,29 +52,16 @@ def _launch(command: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def cold(script: Path, repeats: int) -> list[tuple[float, float]]:
-    from airflow_provider_finegrained.spark.submit import (
-        SubmitRequest,
-        build_spark_submit_command,
-        without_connect_client,
-    )
-
-    env = {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    request = SubmitRequest(
-        application=str(script),
-        master="local[2]",
-        name="bench-cold-stage",
-        conf={"spark.ui.showConsoleProgress": "false"},
-    )
-    command = build_spark_submit_command(request, None)
-    return [_launch(command, env) for _ in range(repeats)]
+    """[(ready, queried)] of a plain spark-submit of the stage, ``repeats`` times."""
+    conf = {"spark.ui.showConsoleProgress": "false"}
+    command = spark_submit(script, master="local[2]", conf=conf, name="bench-cold-stage")
+    return [_launch(command, spark_submit_env()) for _ in range(repeats)]
 
 
 def warm_fresh_process(script: Path, pool: Any, repeats: int) -> list[tuple[float, float]]:
-    from airflow_provider_finegrained.warm.auth import TOKEN_ENV
-
     # The pool's token through the environment, never argv; with a token pyspark needs "localhost" for 127.0.0.1.
     url = pool.url.replace("127.0.0.1", "localhost")
-    env = {**os.environ, TOKEN_ENV: pool.token or ""}
+    env = {**os.environ, CONNECT_TOKEN_ENV: pool.token or ""}
     return [_launch([sys.executable, str(script), url], env) for _ in range(repeats)]
 
 
@@ -84,17 +72,15 @@ def client_import_s(repeats: int) -> float:
         float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
         for _ in range(repeats)
     ]
-    return statistics.median(runs)
+    return float(median(runs) or 0.0)
 
 
 def warm_in_process(url: str, repeats: int) -> list[tuple[float, float]]:
     """[(ready, queried)] per session, in this process (which has imported pyspark already)."""
-    from pyspark.sql import SparkSession
-
     runs = []
     for _ in range(repeats):
         clock = time.perf_counter()
-        spark: Any = SparkSession.builder.remote(url).create()
+        spark = remote_session(url)
         spark.conf.set("spark.sql.shuffle.partitions", "3")
         ready = time.perf_counter() - clock
         spark.range(1).count()
@@ -107,22 +93,17 @@ def _summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
     return {
         "ready_s": [round(r, 3) for r, _ in runs],
         "queried_s": [round(q, 3) for _, q in runs],
-        "median_ready_s": round(statistics.median(r for r, _ in runs), 3),
-        "median_queried_s": round(statistics.median(q for _, q in runs), 3),
+        "median_ready_s": round(median(r for r, _ in runs) or 0.0, 3),
+        "median_queried_s": round(median(q for _, q in runs) or 0.0, 3),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=RESULTS / "warm-start.json")
-    args = parser.parse_args(argv)
-
+def measure_all(repeats: int) -> dict[str, Any]:
+    """Every latency against one pool started here (and stopped after): the pool's start, in this process,
+    the Connect client's import, in a fresh process, and a cold spark-submit."""
     from airflow_provider_finegrained import warm
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         script = Path(tmp) / "stage.py"
         script.write_text(STAGE)
@@ -132,23 +113,16 @@ def main(argv: list[str] | None = None) -> int:
         clock = time.perf_counter()
         pool = warm.ensure_started(settings)
         pool_start_s = time.perf_counter() - clock
+        assert pool.folder is not None  # a pool this process started has its folder
         try:
-            in_process = warm_in_process(warm.client_url(pool.url, pool.token), args.repeats + 1)
-            imported = client_import_s(args.repeats)
-            fresh = warm_fresh_process(script, pool, args.repeats)
-            cold_runs = cold(script, args.repeats)
+            in_process = warm_in_process(warm.client_url(pool.url, pool.token), repeats + 1)
+            imported = client_import_s(repeats)
+            fresh = warm_fresh_process(script, pool, repeats)
+            cold_runs = cold(script, repeats)
             idle = warm.status(pool.folder) or {}
         finally:
             warm.stop(pool.folder)
-    result = {
-        "command": f"python bench/warm_start.py --repeats {args.repeats}",
-        "machine": {
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            # Other work on the machine inflates every figure: the load when the run started and ended.
-            "load_average_1m": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],
-        },
+    return {
         "pool_start_s": round(pool_start_s, 2),
         "pool_rss_bytes": idle.get("rss_bytes"),
         "connect_client_import_s": round(imported, 3),
@@ -158,8 +132,23 @@ def main(argv: list[str] | None = None) -> int:
         "warm_fresh_process": _summary(fresh),
         "cold_spark_submit": _summary(cold_runs),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench warm-start", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS / "warm-start.json")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    load_at_start = load_1m()
+    measured = measure_all(args.repeats)
+    result = {
+        "command": f"python -m bench warm-start --repeats {args.repeats}",
+        # Other work on the machine inflates every figure: the load when the run started and ended.
+        "machine": machine_brief([load_at_start, load_1m()]),
+        **measured,
+    }
+    write_json(args.out, result, indent=1)
     rows = [
         ("cold: spark-submit", result["cold_spark_submit"]),
         ("warm: fresh Python process", result["warm_fresh_process"]),
@@ -173,4 +162,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

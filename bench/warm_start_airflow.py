@@ -10,7 +10,7 @@ run in one ``airflow standalone``, against one warm pool:
   region itself and imports pyspark's Connect client (pandas, pyarrow, gRPC), as before the ready driver;
 - ``ready-driver`` (after): the region runs in a child forked from the pool's ready driver.
 
-    .venv/bin/python bench/warm_start_airflow.py --repeats 5
+    python -m bench warm-start-airflow --repeats 5
 
 Writes bench/results/warm-start-airflow.json and .md. The first run of each mode is a warm-up, reported
 apart and left out of the medians.
@@ -22,22 +22,19 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import re
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from tests.chaos.runner import snapshot_source  # noqa: E402
-from tests.chaos.standalone import VENV_BIN, Standalone, airflow_env, free_port  # noqa: E402
+from bench.lib.airflow import REPO, Standalone, free_port, migrate, snapshot_source, standalone_env
+from bench.lib.provider import provider_command, run_command
+from bench.lib.report import load_1m, machine_brief, write_results
+from bench.lib.stats import median_of
+from bench.lib.sweep import alternating
 
 RESULTS = REPO / "bench" / "results"
 DAG_ID = "warm_start_bench"
@@ -45,7 +42,7 @@ MODES = ("in-process", "ready-driver")
 GOAL_S = 1.0
 
 DAG = '''
-"""One warm stage whose start is timed: see bench/warm_start_airflow.py."""
+"""One warm stage whose start is timed: see bench/warm_start_airflow.py (python -m bench warm-start-airflow)."""
 import time
 
 import pendulum
@@ -126,13 +123,8 @@ def run_once(standalone: Standalone, home: Path, socket: Path, mode: str, number
     set_mode(socket, mode)
     run_id = f"{mode}-{number:02d}-{int(time.time())}"
     load = round(os.getloadavg()[0], 1)  # other work on the machine stretches every figure
-    standalone.cli("dags", "trigger", DAG_ID, "--run-id", run_id)
-    deadline = time.monotonic() + 300
-    while standalone.run_state(DAG_ID, run_id) not in ("success", "failed"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run_id} did not finish in 300 s")
-        time.sleep(1)
-    state = standalone.run_state(DAG_ID, run_id)
+    standalone.trigger(DAG_ID, run_id)
+    state = standalone.wait_ended(DAG_ID, [run_id], timeout_s=300)[run_id]
     record: dict[str, Any] = {"mode": mode, "run_id": run_id, "state": state, "load_1m": load}
     try:
         record.update(parse_task_log(task_log(home, run_id)))
@@ -157,21 +149,23 @@ def measured(standalone: Standalone, home: Path, socket: Path, mode: str, number
     raise RuntimeError(f"three runs of {mode} without a measurement; see {home / 'standalone.log'}")
 
 
-def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
-    def median(key: str) -> float | None:
-        values = [r[key] for r in records if r.get(key) is not None]
-        return round(statistics.median(values), 3) if values else None
+MEDIANS = (
+    "execute_to_ready_s",
+    "execute_to_launch_s",
+    "launch_to_ready_s",
+    "process_to_ready_s",
+    "process_to_execute_s",
+)
+"""The marks whose medians a mode's summary gives (``median_<mark>``)."""
 
+
+def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "runs": len(records),
         "execute_to_ready_s": [r["execute_to_ready_s"] for r in records],
         "launch_to_ready_s": [r["launch_to_ready_s"] for r in records],
         "load_1m": [r["load_1m"] for r in records],
-        "median_execute_to_ready_s": median("execute_to_ready_s"),
-        "median_execute_to_launch_s": median("execute_to_launch_s"),
-        "median_launch_to_ready_s": median("launch_to_ready_s"),
-        "median_process_to_ready_s": median("process_to_ready_s"),
-        "median_process_to_execute_s": median("process_to_execute_s"),
+        **{f"median_{key}": median_of(records, key, 3) for key in MEDIANS},
         "paths": sorted({r["path"] for r in records}),
     }
 
@@ -205,8 +199,8 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench warm-start-airflow", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "warm-start-airflow.json")
     parser.add_argument(
@@ -215,82 +209,97 @@ def main(argv: list[str] | None = None) -> int:
         help="the provider code to run: a git revision (exported, so edits landing meanwhile do not count) "
         "or 'worktree' (the checkout as it is)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="warm-start-airflow-"))
     (home / "dags").mkdir()
     (home / "dags" / "warm_start_bench.py").write_text(DAG)
     commit, source_dir = snapshot_source(args.source, home / "src")
     extra = {"AIRFLOW__FINEGRAINED__WARM_POOL": "auto", "AIRFLOW__FINEGRAINED__WARM_IDLE_TIMEOUT": "3600"}
-    if source_dir is not None:
-        extra["PYTHONPATH"] = str(source_dir)  # ahead of the editable install's finder
-    port = free_port()
-    env = airflow_env(home, port, extra)
-    load_at_start = os.getloadavg()[0]
+    # The snapshot ahead of the editable install's finder.
+    env = standalone_env(home, free_port(), extra, pythonpath=[str(source_dir)] if source_dir else [])
+    load_at_start = load_1m()
     log(f"home {home}, provider code {commit}")
-    subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=600)
+    migrate(env, timeout_s=600)
     standalone = Standalone(home, env)
-    records: list[dict[str, Any]] = []
-    warmups: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    warm = [str(VENV_BIN / "python"), "-m", "airflow_provider_finegrained", "warm"]
-    standalone_s = 0.0
+    runs = Runs()
     try:
-        standalone_s = standalone.start(timeout_s=900)  # minutes on a loaded 2-core machine
-        log(f"airflow standalone ready in {standalone_s:.0f} s")
-        began = time.monotonic()
-        subprocess.run([*warm, "start"], env=env, check=True, capture_output=True, timeout=300)
-        sockets: list[Path] = []
-        deadline = time.monotonic() + 120
-        while not sockets and time.monotonic() < deadline:
-            sockets = list(home.rglob("driver.sock"))
-            time.sleep(0.5)
-        if not sockets:
-            raise RuntimeError(f"no ready driver socket under {home} after the pool started")
-        socket = sockets[0]
-        log(f"warm pool and its ready driver up in {time.monotonic() - began:.0f} s ({socket.parent})")
-        deadline = time.monotonic() + 180
-        while not standalone.dag_ready(DAG_ID):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"DAG {DAG_ID} not parsed after 180 s; see {standalone.log}")
-            time.sleep(2)
-        for mode in MODES:
-            warmups.append(measured(standalone, home, socket, mode, 0, failed))
-        for number in range(1, args.repeats + 1):
-            # Alternating, and the order flipped every other pair, so neither mode always runs second.
-            order = MODES if number % 2 else MODES[::-1]
-            for mode in order:
-                records.append(measured(standalone, home, socket, mode, number, failed))
-        set_mode(socket, "ready-driver")
+        runs.standalone_s = standalone.start(timeout_s=900)  # minutes on a loaded 2-core machine
+        log(f"airflow standalone ready in {runs.standalone_s:.0f} s")
+        socket = start_pool(standalone, home, env)
+        standalone.wait_parsed(DAG_ID, timeout_s=180)
+        run_modes(standalone, home, socket, args.repeats, runs)
     finally:
         standalone.stop()
-        subprocess.run([*warm, "stop"], env=env, capture_output=True, timeout=180, check=False)
-    modes = {mode: summary([r for r in records if r["mode"] == mode]) for mode in MODES}
+        subprocess_quiet(provider_command("warm", "stop"), env)
+    result = results(args, commit, runs, [load_at_start, load_1m()])
+    write_results(args.out, result, render(result), indent=1)
+    print(render(result))
+    return 0 if all(r["state"] == "success" for r in runs.records) else 1
+
+
+@dataclass
+class Runs:
+    """What the runs measured: each mode's runs, the warm-ups, the runs without a measurement."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    warmups: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    standalone_s: float = 0.0
+
+
+def start_pool(standalone: Standalone, home: Path, env: dict[str, str]) -> Path:
+    """``finegrained warm start`` in the standalone's environment; the pool's ready driver's socket."""
+    began = time.monotonic()
+    run_command(provider_command("warm", "start"), env, timeout_s=300)
+    sockets: list[Path] = []
+    deadline = time.monotonic() + 120
+    while not sockets and time.monotonic() < deadline:
+        sockets = list(home.rglob("driver.sock"))
+        time.sleep(0.5)
+    if not sockets:
+        raise RuntimeError(f"no ready driver socket under {home} after the pool started")
+    log(f"warm pool and its ready driver up in {time.monotonic() - began:.0f} s ({sockets[0].parent})")
+    return sockets[0]
+
+
+def run_modes(standalone: Standalone, home: Path, socket: Path, repeats: int, runs: Runs) -> None:
+    """A warm-up run of each mode, then ``repeats`` of each, alternating, the order flipped every other pair (so
+    neither mode always runs second); the ready driver's socket back in place at the end."""
+    for mode in MODES:
+        runs.warmups.append(measured(standalone, home, socket, mode, 0, runs.failed))
+    for number in range(1, repeats + 1):
+        for mode in alternating(MODES, number + 1):
+            runs.records.append(measured(standalone, home, socket, mode, number, runs.failed))
+    set_mode(socket, "ready-driver")
+
+
+def results(args: argparse.Namespace, commit: str, runs: Runs, load: list[float]) -> dict[str, Any]:
+    modes = {mode: summary([r for r in runs.records if r["mode"] == mode]) for mode in MODES}
     after = modes["ready-driver"]
-    result = {
-        "command": f"python bench/warm_start_airflow.py --repeats {args.repeats}",
+    return {
+        "command": f"python -m bench warm-start-airflow --repeats {args.repeats}",
         "provider_code": commit,
         "repeats": args.repeats,
-        "machine": {
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_1m": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],
-        },
-        "standalone_start_s": round(standalone_s, 1),
+        "machine": machine_brief(load),
+        "standalone_start_s": round(runs.standalone_s, 1),
         "goal_s": GOAL_S,
         "goal_met": (after["median_execute_to_ready_s"] or GOAL_S) < GOAL_S and after["paths"] == ["ready-driver"],
         "modes": modes,
-        "warmups": warmups,
-        "unmeasured_runs": failed,
-        "runs": records,
+        "warmups": runs.warmups,
+        "unmeasured_runs": runs.failed,
+        "runs": runs.records,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(render(result))
-    print(render(result))
-    return 0 if all(r["state"] == "success" for r in records) else 1
+
+
+def subprocess_quiet(command: list[str], env: dict[str, str]) -> None:
+    """Run ``command``; its failure (the pool already gone) is only printed."""
+    with contextlib.suppress(RuntimeError):
+        run_command(command, env, timeout_s=180)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -29,6 +29,7 @@ from airflow_provider_finegrained.planning.forward_groups import (
     intersect_bounds,
     propagate_forward_parallelism,
 )
+from airflow_provider_finegrained.planning.history import StageRun, run_from_trace
 from airflow_provider_finegrained.planning.input_balance import InputBalance
 from airflow_provider_finegrained.planning.parallelism import (
     DEFAULT_AVG_BYTES_PER_TASK,
@@ -77,6 +78,7 @@ __all__ = [
     "StageGraphError",
     "StageInput",
     "StagePlan",
+    "StageRun",
     "StageSizing",
     "StageSpec",
     "WorkerCapacity",
@@ -97,6 +99,7 @@ __all__ = [
     "plan_stages",
     "propagate_forward_parallelism",
     "queue_capacity",
+    "run_from_trace",
     "simulate_scan_tasks",
     "size_region",
     "split_bytes",

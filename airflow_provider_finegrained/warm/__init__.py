@@ -8,7 +8,7 @@ URL a client connects with).
 
 from airflow_provider_finegrained.warm.auth import client_url
 from airflow_provider_finegrained.warm.control import WarmPoolStopError, status, stop
-from airflow_provider_finegrained.warm.folders import auto_folder
+from airflow_provider_finegrained.warm.folders import auto_folder, pool_folders
 from airflow_provider_finegrained.warm.health import check_health, check_pool
 from airflow_provider_finegrained.warm.pool import in_use, pool_for
 from airflow_provider_finegrained.warm.server import PoolShape, WarmPoolConfigError, pool_shape
@@ -28,6 +28,7 @@ __all__ = [
     "client_url",
     "ensure_started",
     "in_use",
+    "pool_folders",
     "pool_for",
     "pool_shape",
     "status",

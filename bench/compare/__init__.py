@@ -1,4 +1,4 @@
 """Side-by-side benchmark of the TPC-H example pipeline: fixed sizing, AQE, the provider, a hand-tuned oracle.
 
-Run it with ``bash bench/compare.sh`` (or ``.venv/bin/python -m bench.compare``); see docs/benchmarks.md.
+Run it with ``python -m bench compare`` (``--help``: its options); see docs/benchmarks.md.
 """

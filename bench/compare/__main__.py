@@ -1,31 +1,31 @@
 """The one command: every variant at every scale, repeated, then results, summary and plot.
 
-``bash bench/compare.sh [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle e] [--sweep-oracle]``
+``python -m bench compare [--scales 0.01 0.1 1] [--repeats 3] [--variants a b c d oracle e] [--sweep-oracle]``
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import shlex
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench.compare import oracle
-from bench.compare.answers import Rows, compare_answers
-from bench.compare.pipeline import STAGES
-from bench.compare.report import machine_info, quote_in_doc, write_all
-from bench.compare.runners import REPO, Setup, prepare_airflow, run_variant, start_warm_pool, stop_warm_pools
+from bench.compare.report import quote_in_doc, write_all
+from bench.compare.runners import Setup, prepare_airflow, run_variant, start_pool
 from bench.compare.stats import TIME_METRICS, add_ratios, summarize, targets
 from bench.compare.variants import BASELINE, ORACLE, VARIANTS, Variant, select
+from bench.lib.answers import Rows, compare_answers
+from bench.lib.pipeline import REPO, STAGES, scale_key, tables_for
+from bench.lib.provider import stop_warm_pools
+from bench.lib.report import command_line, machine_info, write_json
+from bench.lib.sweep import SWEEP_CANDIDATES, alternating, load_sweep, sweep_entry
+from bench.lib.sweep import sweep as sweep_candidates
 
 RESULTS = REPO / "bench" / "results"
 IMAGE = REPO / "docs" / "img" / "bench-compare.png"
@@ -34,7 +34,7 @@ DOC = REPO / "docs" / "benchmarks" / "compare.md"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/compare.sh", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench compare", description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.1, 1.0], help="TPC-H scale factors")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each variant at each scale (medians)")
     parser.add_argument("--variants", nargs="+", help=f"variants to run, of {', '.join(VARIANTS)} (default: all)")
@@ -48,7 +48,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sweep-candidates",
         type=int,
         nargs="+",
-        default=list(oracle.SWEEP_CANDIDATES),
+        default=list(SWEEP_CANDIDATES),
         help="the partition counts swept",
     )
     parser.add_argument(
@@ -74,47 +74,36 @@ def is_smoke(args: argparse.Namespace) -> bool:
     return bool(args.smoke or args.repeats < 3 or not spans)
 
 
-def tables_for(scale: float, data: Path) -> Path:
-    if str(REPO / "dags_examples") not in sys.path:
-        sys.path.insert(0, str(REPO / "dags_examples"))
-    tpch_data = importlib.import_module("tpch_data")
-    out = data / f"tpch-sf{oracle.scale_key(scale)}"
-    tpch_data.generate(scale, out)
-    return out
-
-
 def sweep(
     setup: Setup,
     scale: float,
     work: Path,
     repeats: int,
-    candidates: Sequence[int] = oracle.SWEEP_CANDIDATES,
+    candidates: Sequence[int] = SWEEP_CANDIDATES,
     blocking: bool = False,
 ) -> dict[str, Any]:
     """Time every stage of the one-application pipeline at each candidate partition count (see oracle.py).
 
-    Repeats go round the candidates in turn, every other round in reverse, so that a drifting machine
-    load falls on all of them alike. ``blocking`` writes every stage's output (none handed over in
-    memory), so that each stage's time is its own, as in a DAG whose pipelined edges are blocking.
+    ``blocking`` writes every stage's output (none handed over in memory), so that each stage's time is its
+    own, as in a DAG whose pipelined edges are blocking.
     """
-    times: dict[int, dict[str, list[float]]] = {}
     shape = replace(VARIANTS[ORACLE], blocking=blocking)
-    for i in range(repeats):
-        for p in candidates if i % 2 == 0 else list(reversed(candidates)):
-            setup.oracle_partitions = dict.fromkeys(STAGES, p)
-            run = run_variant(setup, shape, work / f"sweep-{p}-{i}")
-            for stage, values in run.metrics["stages"].items():
-                times.setdefault(p, {}).setdefault(stage, []).append(values["work_s"])
-            print(f"  sweep SF {oracle.scale_key(scale)} partitions={p}: {run.metrics['wall_s']:.1f} s", flush=True)
-    return oracle.sweep_entry(times, repeats, blocking)
+
+    def time_stages(p: int, i: int) -> dict[str, float]:
+        setup.oracle_partitions = dict.fromkeys(STAGES, p)
+        run = run_variant(setup, shape, work / f"sweep-{p}-{i}")
+        print(f"  sweep SF {scale_key(scale)} partitions={p}: {run.metrics['wall_s']:.1f} s", flush=True)
+        return {stage: values["work_s"] for stage, values in run.metrics["stages"].items()}
+
+    return sweep_entry(sweep_candidates(candidates, repeats, time_stages), repeats, blocking)
 
 
 def run_one(
     setup: Setup, variant: Variant, scale: float, repeat: int, work: Path
 ) -> tuple[dict[str, Any], dict[str, Rows] | None]:
-    record: dict[str, Any] = {"scale": oracle.scale_key(scale), "variant": variant.key, "repeat": repeat}
+    record: dict[str, Any] = {"scale": scale_key(scale), "variant": variant.key, "repeat": repeat}
     try:
-        result = run_variant(setup, variant, work / f"sf{oracle.scale_key(scale)}-{variant.key}-{repeat}")
+        result = run_variant(setup, variant, work / f"sf{scale_key(scale)}-{variant.key}-{repeat}")
     except Exception as exc:  # one variant failing must not lose the others' results
         record.update(ok=False, error=f"{type(exc).__name__}: {exc}")
         return record, None
@@ -131,9 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = select(args.variants)
     work = args.work or Path(tempfile.mkdtemp(prefix="finegrained-compare-"))
     work.mkdir(parents=True, exist_ok=True)
-    command = "bash bench/compare.sh " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
-    master = _local_master()
+    command = command_line("compare", argv)
     airflow_home = work / "airflow-home"
+    master = _local_master(airflow_home)
     if any(v.runner == "provider" for v in variants):
         prepare_airflow(airflow_home)
     try:
@@ -147,28 +136,27 @@ def _run_all(
 ) -> int:
     runs: list[dict[str, Any]] = []
     partitions_used: dict[str, Any] = {}
-    sweeps = oracle.load_sweep(args.sweep_file)
+    sweeps = load_sweep(args.sweep_file)
     doc: dict[str, Any] = {}
     warm = [v for v in variants if v.warm]
     pool_start_s = None
     if warm:
         # Kept ready, as the warm mode means it: its start is measured apart, in no run's time.
-        pool_start_s = start_warm_pool(work, airflow_home, warm[0])
+        pool_start_s = start_pool(work, airflow_home, warm[0])
         print(f"warm pool started in {pool_start_s:.1f} s", flush=True)
     for scale in sorted(args.scales):
-        key = oracle.scale_key(scale)
+        key = scale_key(scale)
         setup = Setup(tables=tables_for(scale, args.data), work=work, master=master, airflow_home=airflow_home)
         if args.sweep_oracle:
             sweeps[key] = sweep(
                 setup, scale, work, args.sweep_repeats, args.sweep_candidates, blocking=args.sweep_blocking
             )
-            args.sweep_file.write_text(json.dumps(sweeps, indent=2) + "\n")
+            write_json(args.sweep_file, sweeps)
         setup.oracle_partitions, source = oracle.partitions_for(scale, args.sweep_file)
         partitions_used[key] = (setup.oracle_partitions, source)
         reference: dict[str, Rows] | None = None
         for repeat in range(1, args.repeats + 1):
-            order = variants if repeat % 2 else list(reversed(variants))  # alternate to spread drift
-            for variant in order:
+            for variant in alternating(variants, repeat - 1):  # alternate to spread drift
                 record, answers = run_one(setup, variant, scale, repeat, work)
                 if answers is not None:
                     reference = reference or answers
@@ -184,7 +172,7 @@ def _run_all(
         print(f"wrote {args.results}/compare-* and {args.image}")
         _quote_summary(args.results)
     if not args.no_plan_scaling:
-        subprocess.run([sys.executable, str(REPO / "bench" / "plan_scaling.py")], check=True, cwd=REPO)
+        subprocess.run([sys.executable, "-m", "bench", "plan-scaling"], check=True, cwd=REPO)
     bad = [r for r in runs if not r.get("ok") or not r.get("answers_identical")]
     return 1 if bad else 0
 
@@ -219,13 +207,13 @@ def build_doc(
     warm_pool_start_s: float | None = None,
 ) -> dict[str, Any]:
     """Everything the result files hold: machine, command, runs so far, medians, ratios and targets per scale."""
-    summary, target_checks = summarize_runs(runs, [v.key for v in variants], oracle.scale_key(min(args.scales)))
+    summary, target_checks = summarize_runs(runs, [v.key for v in variants], scale_key(min(args.scales)))
     return {
         "smoke": is_smoke(args),
         "command": command,
         "machine": machine_info(),
         "master": master,
-        "scales": [oracle.scale_key(s) for s in sorted(args.scales)],
+        "scales": [scale_key(s) for s in sorted(args.scales)],
         "repeats": args.repeats,
         "variants": {v.key: v.label for v in variants},
         "summary": summary,
@@ -249,10 +237,11 @@ def _quote_summary(results: Path) -> None:
         print(f"updated {DOC}")
 
 
-def _local_master() -> str:
-    from airflow_provider_finegrained.hooks.settings import available_cpus
+def _local_master(airflow_home: Path) -> str:
+    """The master the embedded default connection runs with (local[N] on this machine's usable cores)."""
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
-    return f"local[{available_cpus()}]"  # what the embedded default connection runs with
+    return str(ConnectionSettings.embedded_default(airflow_home=str(airflow_home)).master)
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -266,9 +255,4 @@ def _line(record: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    # A terminated run still stops the warm pool it started (main's finally), which would outlive it for hours.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    start = time.perf_counter()
-    code = main()
-    print(f"done in {time.perf_counter() - start:.0f} s")
-    sys.exit(code)
+    raise SystemExit(main())

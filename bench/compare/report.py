@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import csv
-import json
-import os
-import platform
-import subprocess
-import time
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from bench.compare.stats import SUMMARY_METRICS, TIME_METRICS
 from bench.compare.variants import VARIANTS
+from bench.lib.report import write_json
 
 RUN_COLUMNS: tuple[str, ...] = (
     "scale",
@@ -27,35 +22,6 @@ RUN_COLUMNS: tuple[str, ...] = (
     "error",
 )
 STAGE_COLUMNS: tuple[str, ...] = ("scale", "variant", "repeat", "stage", "work_s", "task_s", "tasks", "task_cpu_s")
-
-
-def machine_info() -> dict[str, Any]:
-    """Cores, memory, OS, Python, Java, PySpark and Airflow versions, load and date of this run."""
-    import psutil
-
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr.splitlines()[0]
-    except (OSError, IndexError, subprocess.SubprocessError):
-        java = "unknown"
-
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    return {
-        "cpus": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_bytes": psutil.virtual_memory().total,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "java": java,
-        "pyspark": version("pyspark"),
-        "airflow": version("apache-airflow"),
-        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-    }
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -88,18 +54,29 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         "| task CPU (s) | vs (a) | tasks | process CPU (s) | peak RSS (MiB) | answers identical |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for scale, by_variant in doc["summary"].items():
-        for key, s in by_variant.items():
-            label = VARIANTS[key].label if key in VARIANTS else key
-            rss = s.get("peak_rss_bytes")
-            lines.append(
-                f"| {scale} | ({key}) {label} | {_fmt(s.get('wall_s'))} | {_ratio(s.get('wall_s_vs_a'))} "
-                f"| {_ratio(s.get('wall_s_vs_oracle'))} | {_fmt(s.get('pipeline_s'))} "
-                f"| {_ratio(s.get('pipeline_s_vs_a'))} "
-                f"| {_fmt(s.get('apps_wall_s'))} | {_fmt(s.get('task_cpu_s'))} "
-                f"| {_ratio(s.get('task_cpu_s_vs_a'))} | {_fmt(s.get('tasks'), 0)} | {_fmt(s.get('process_cpu_s'))} "
-                f"| {_fmt(None if rss is None else rss / 2**20, 0)} | {_fmt(s.get('answers_identical'))} |"
-            )
+    lines += [
+        _summary_row(scale, key, s) for scale, by_variant in doc["summary"].items() for key, s in by_variant.items()
+    ]
+    return "\n".join([*lines, *_notes(doc)]) + "\n"
+
+
+def _summary_row(scale: str, key: str, s: Mapping[str, Any]) -> str:
+    label = VARIANTS[key].label if key in VARIANTS else key
+    rss = s.get("peak_rss_bytes")
+    return (
+        f"| {scale} | ({key}) {label} | {_fmt(s.get('wall_s'))} | {_ratio(s.get('wall_s_vs_a'))} "
+        f"| {_ratio(s.get('wall_s_vs_oracle'))} | {_fmt(s.get('pipeline_s'))} "
+        f"| {_ratio(s.get('pipeline_s_vs_a'))} "
+        f"| {_fmt(s.get('apps_wall_s'))} | {_fmt(s.get('task_cpu_s'))} "
+        f"| {_ratio(s.get('task_cpu_s_vs_a'))} | {_fmt(s.get('tasks'), 0)} | {_fmt(s.get('process_cpu_s'))} "
+        f"| {_fmt(None if rss is None else rss / 2**20, 0)} | {_fmt(s.get('answers_identical'))} |"
+    )
+
+
+def _notes(doc: Mapping[str, Any]) -> list[str]:
+    """What the summary says below its table: the warm pool's start, the targets, the oracle's partitions,
+    failed runs."""
+    lines = []
     if doc.get("warm_pool_start_s") is not None:
         lines += [
             "",
@@ -127,7 +104,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
     if failures:
         lines += ["", "Failed runs:", ""]
         lines += [f"- scale {r['scale']} ({r['variant']}) repeat {r['repeat']}: {r.get('error')}" for r in failures]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 BEGIN_MARK = "<!-- compare-summary: begin (bench/results/compare-summary.md) -->"
@@ -199,7 +176,7 @@ def write_all(doc: Mapping[str, Any], results: Path, image: Path) -> list[Path]:
         results / "compare-summary.md",
         image,
     ]
-    paths[0].write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    write_json(paths[0], doc)
     write_csv(paths[1], RUN_COLUMNS, doc["runs"])
     write_csv(paths[2], STAGE_COLUMNS, stage_rows(doc["runs"]))
     paths[3].write_text(summary_markdown(doc))

@@ -7,7 +7,7 @@ end. From the Spark event logs of the applications that started in that window: 
 to last run's end), queueing (each application's start to its first executor), executor core-seconds
 reserved (executors' lifetimes x cores) and used (tasks' run times x task cpus).
 
-    .venv/bin/python -m bench.shared_cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
+    python -m bench shared-cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
 
 Writes bench/results/shared_cluster.json and .md (the shape bench/simulate validates against).
 """
@@ -17,9 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -27,20 +24,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.compare.__main__ import tables_for
+from bench.lib.airflow import Standalone, free_port, standalone_env
+from bench.lib.pipeline import EXAMPLES, REPO, tables_for
+from bench.lib.provider import LocalCluster, start_cluster
+from bench.lib.report import command_line, write_results
+from bench.lib.stats import median
+from bench.lib.sweep import in_turn
 from bench.shared_cluster.events import AppUsage, idle_totals, read_apps
 from bench.shared_cluster.policies import (
     DYNAMIC_DAG_ID,
     PROVIDER_DAG_ID,
     QUEUE_CONN_ID,
     QUEUE_DAG_ID,
-    REPO,
     Shape,
     dynamic_dag_text,
     provider_connection,
     queue_dag_text,
 )
-from tests.chaos.standalone import Standalone, airflow_env, free_port
 
 POLICIES = {"dynamic": DYNAMIC_DAG_ID, "provider": PROVIDER_DAG_ID, "provider+queue": QUEUE_DAG_ID}
 RUN_TIMEOUT_S = 3600
@@ -48,7 +48,7 @@ RUN_TIMEOUT_S = 3600
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.shared_cluster", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench shared-cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="0.01,0.01,0.1,0.1,0.3,1", help="one DAG run per entry, all at once")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--policies", default="dynamic,provider", help=f"some of {', '.join(POLICIES)}")
@@ -63,10 +63,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
-
     args = parse_args(argv)
     policies = [p for p in args.policies.split(",") if p]
     unknown = sorted(set(policies) - set(POLICIES))
@@ -75,12 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tables = [tables_for(float(s), args.data) for s in args.scales.split(",")]
     work = Path(tempfile.mkdtemp(prefix="shared-cluster-"))
     shape = Shape(max_executors=args.max_executors)
-    cluster = start_local_cluster(
-        str(work / "cluster"), args.workers, args.cores_per_worker, args.memory_per_worker, timeout_s=300
-    )
-    total_cores = args.workers * args.cores_per_worker
     results: dict[str, Any] = {
-        "command": "python -m bench.shared_cluster " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("shared-cluster", argv),
         "cluster": {
             "workers": args.workers,
             "cores_per_worker": args.cores_per_worker,
@@ -94,47 +86,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     events = {p: work / f"events-{p}" for p in POLICIES}
     for folder in events.values():
         folder.mkdir()
-    standalone = _standalone(work, cluster, shape, events, total_cores, args)
+    cluster = start_cluster(work / "cluster", args.workers, args.cores_per_worker, args.memory_per_worker)
     try:
-        standalone.start(timeout_s=900)
-        for dag_id in (POLICIES[p] for p in policies):
-            _wait_parsed(standalone, dag_id)
-        for repeat in range(args.repeats):
-            order = policies[repeat % len(policies) :] + policies[: repeat % len(policies)]
-            for policy in order:
-                results["load_average_1m"].append(os.getloadavg()[0])
-                run = _run_policy(standalone, POLICIES[policy], tables, f"{policy}-{repeat}")
-                run.update(measure(read_apps(events[policy]), run["started"], run["ended"]))
-                results["runs"][policy].append(run)
-                print(
-                    f"repeat {repeat} {policy}: makespan {run['makespan_s']:.0f} s, "
-                    f"reserved {run['reserved_core_s']:.0f} core-s, used {run['used_core_s']:.0f}",
-                    flush=True,
-                )
-                _write(args.out, results)
+        standalone = _standalone(work, cluster, shape, events, args)
+        try:
+            standalone.start(timeout_s=900)
+            for dag_id in (POLICIES[p] for p in policies):
+                standalone.wait_parsed(dag_id)
+            _run_policies(args, standalone, policies, tables, events, results)
+        finally:
+            standalone.stop()
     finally:
-        standalone.stop()
         cluster.stop()
     _write(args.out, results)
     return 0
 
 
+def _run_policies(
+    args: argparse.Namespace,
+    standalone: Standalone,
+    policies: list[str],
+    tables: list[Path],
+    events: dict[str, Path],
+    results: dict[str, Any],
+) -> None:
+    """Each policy's K runs ``--repeats`` times, each policy taking every place in turn; results after each."""
+    for repeat in range(args.repeats):
+        for policy in in_turn(policies, repeat):
+            results["load_average_1m"].append(os.getloadavg()[0])
+            run = _run_policy(standalone, POLICIES[policy], tables, f"{policy}-{repeat}")
+            run.update(measure(read_apps(events[policy]), run["started"], run["ended"]))
+            results["runs"][policy].append(run)
+            print(
+                f"repeat {repeat} {policy}: makespan {run['makespan_s']:.0f} s, "
+                f"reserved {run['reserved_core_s']:.0f} core-s, used {run['used_core_s']:.0f}",
+                flush=True,
+            )
+            _write(args.out, results)
+
+
 def _standalone(
-    work: Path, cluster: Any, shape: Shape, events: dict[str, Path], total_cores: int, args: argparse.Namespace
+    work: Path, cluster: LocalCluster, shape: Shape, events: dict[str, Path], args: argparse.Namespace
 ) -> Standalone:
     home = work / "airflow-home"
     dags = home / "dags"
     dags.mkdir(parents=True)
     for name in ("tpch_pipeline.py", "tpch_queries.py"):
-        (dags / name).write_text((REPO / "dags_examples" / name).read_text())
+        (dags / name).write_text((EXAMPLES / name).read_text())
     (dags / "tpch_dynamic.py").write_text(
         dynamic_dag_text(cluster.master_url, shape, events["dynamic"], work / "dyn-out")
     )
-    (dags / "tpch_pipeline_queue.py").write_text(
-        queue_dag_text((REPO / "dags_examples" / "tpch_pipeline.py").read_text())
-    )
+    (dags / "tpch_pipeline_queue.py").write_text(queue_dag_text((EXAMPLES / "tpch_pipeline.py").read_text()))
+    total_cores = args.workers * args.cores_per_worker
     memory = f"{int(args.memory_per_worker[:-1]) * args.workers}{args.memory_per_worker[-1]}"
-    env = airflow_env(
+    env = standalone_env(
         home,
         free_port(),
         {
@@ -155,14 +160,6 @@ def _standalone(
     return Standalone(home, env)
 
 
-def _wait_parsed(standalone: Standalone, dag_id: str, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not standalone.dag_ready(dag_id):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{dag_id} not parsed after {timeout_s:.0f} s")
-        time.sleep(1)
-
-
 def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], label: str) -> dict[str, Any]:
     """Trigger one run per tables folder at once; wait until all have ended."""
     stamp = int(time.time())
@@ -175,27 +172,19 @@ def _run_policy(standalone: Standalone, dag_id: str, tables: Sequence[Path], lab
         while not sampling.wait(5):
             load.append((round(time.time() - started, 1), os.getloadavg()[0]))
 
-    sampler = threading.Thread(target=sample_load, daemon=True)
-    sampler.start()
+    threading.Thread(target=sample_load, daemon=True).start()
     triggers = [
-        threading.Thread(
-            target=standalone.cli,
-            args=("dags", "trigger", dag_id, "--run-id", rid, "--conf", json.dumps({"data_dir": str(t)})),
-        )
+        threading.Thread(target=standalone.trigger, args=(dag_id, rid, json.dumps({"data_dir": str(t)})))
         for rid, t in zip(run_ids, tables, strict=True)
     ]
     for t in triggers:
         t.start()
     for t in triggers:
         t.join()
-    while True:
-        states = {rid: standalone.run_state(dag_id, rid) for rid in run_ids}
-        if all(s in ("success", "failed") for s in states.values()):
-            break
-        if time.time() - started > RUN_TIMEOUT_S:
-            raise TimeoutError(f"{label}: runs not finished after {RUN_TIMEOUT_S} s ({states}); see {standalone.log}")
-        time.sleep(2)
-    sampling.set()
+    try:
+        states = standalone.wait_ended(dag_id, run_ids, RUN_TIMEOUT_S - (time.time() - started))
+    finally:
+        sampling.set()
     return {
         "load_average_1m_every_5s": load,
         "started": started,
@@ -215,7 +204,7 @@ def measure(apps: Sequence[AppUsage], started: float, ended: float) -> dict[str,
         "reserved_core_s": sum(a.reserved_core_s for a in mine),
         "used_core_s": sum(a.used_core_s for a in mine),
         "queue_s": sum(queued),
-        "queue_median_s": statistics.median(queued) if queued else None,
+        "queue_median_s": median(queued),
         "tasks": sum(a.tasks for a in mine),
         "idle_core_s": idle_totals(mine),
         # Per application, what the simulator's validation replays: when it started and ended, every
@@ -239,7 +228,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     (``vs_dynamic``: dynamic's figure over the policy's, above 1 where the policy does better)."""
     keys = ("makespan_s", "reserved_core_s", "used_core_s", "queue_s", "applications", "tasks")
     out: dict[str, Any] = {
-        p: {k: statistics.median(r[k] for r in rs) for k in keys} | {"repeats": len(rs)} for p, rs in runs.items() if rs
+        p: {k: median(r[k] for r in rs) for k in keys} | {"repeats": len(rs)} for p, rs in runs.items() if rs
     }
     if "dynamic" in out:
         out["vs_dynamic"] = {
@@ -280,10 +269,8 @@ def render(results: dict[str, Any]) -> str:
 def _write(out: Path, results: dict[str, Any]) -> None:
     """Results so far, with their summary: a run cut short still leaves what it measured."""
     results["summary"] = summarize(results["runs"])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "shared_cluster.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / "shared_cluster.md").write_text(render(results))
+    write_results(out / "shared_cluster.json", results, render(results), indent=1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.lib.spark_metrics import event_lines, events
+
 
 @dataclass
 class AppUsage:
@@ -72,13 +74,10 @@ class AppUsage:
 
 
 def parse_events(lines: Iterable[str]) -> AppUsage:
-    """An application's usage from its event log lines (JSON per line; unknown events are skipped)."""
+    """An application's usage from its event log lines (JSON per line; unknown events and a partial last line are
+    skipped)."""
     app = AppUsage()
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        event = json.loads(line)
+    for event in events(lines):
         kind = event.get("Event")
         if kind == "SparkListenerApplicationStart":
             app.app_id, app.name = str(event.get("App ID", "")), str(event.get("App Name", ""))
@@ -111,10 +110,8 @@ def parse_events(lines: Iterable[str]) -> AppUsage:
 
 def read_apps(folder: Path) -> list[AppUsage]:
     """Every finished application whose plain JSON event log (a file or a rolling log's folder) is in ``folder``."""
-    from bench.compare.measure import _event_files, _lines
-
     entries = sorted(folder.iterdir()) if folder.is_dir() else []
-    return [parse_events(_lines(_event_files(e))) for e in entries if not e.name.endswith(".inprogress")]
+    return [parse_events(event_lines(e)) for e in entries if not e.name.endswith(".inprogress")]
 
 
 def idle_totals(apps: Iterable[AppUsage]) -> dict[str, float]:

@@ -17,16 +17,14 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bench.compare.measure import event_log_conf
-from bench.compare.pipeline import STAGE_INPUTS, STAGES, parse_input
+from bench.lib.pipeline import STAGE_APP, STAGE_INPUTS, STAGES, parse_input
+from bench.lib.provider import LocalCluster
+from bench.lib.session import spark_submit
+from bench.lib.spark_metrics import event_log_conf
 
-REPO = Path(__file__).resolve().parents[2]
-STAGE_APP = REPO / "bench" / "compare" / "stage_app.py"
 PROVIDER_DAG_ID = "tpch_pipeline"
 DYNAMIC_DAG_ID = "tpch_dynamic_allocation"
 QUEUE_DAG_ID = "tpch_pipeline_queue"
@@ -44,11 +42,6 @@ class Shape:
     """The dynamic policy's fixed cap per application."""
 
 
-def event_conf(events: Path) -> dict[str, str]:
-    """Plain JSON event logs (Spark 4 compresses and rolls them by default) in ``events``."""
-    return event_log_conf(events)
-
-
 def dynamic_conf(shape: Shape, events: Path) -> dict[str, str]:
     return {
         "spark.dynamicAllocation.enabled": "true",
@@ -59,18 +52,8 @@ def dynamic_conf(shape: Shape, events: Path) -> dict[str, str]:
         "spark.executor.memory": shape.executor_memory,
         "spark.sql.adaptive.enabled": "true",
         "spark.pyspark.python": sys.executable,
-        **event_conf(events),
+        **event_log_conf(events),
     }
-
-
-def spark_submit_argv(master: str, conf: Mapping[str, str], driver_memory: str, spec: Mapping[str, Any]) -> list[str]:
-    """The exact command the dynamic policy runs for one stage."""
-    from airflow_provider_finegrained.spark.submit import spark_submit_path
-
-    argv = [spark_submit_path(), "--master", master, "--deploy-mode", "client", "--driver-memory", driver_memory]
-    for key, value in sorted(conf.items()):
-        argv += ["--conf", f"{key}={value}"]
-    return [*argv, str(STAGE_APP), json.dumps(dict(spec))]
 
 
 def upstream_stages(stage: str) -> list[str]:
@@ -82,7 +65,8 @@ def dynamic_dag_text(master: str, shape: Shape, events: Path, out_root: Path) ->
     tasks = []
     for stage in STAGES:
         spec = {"tables": "{{ params.data_dir }}", "out": f"{out_root}/{{{{ run_id }}}}", "stages": [stage]}
-        argv = spark_submit_argv(master, dynamic_conf(shape, events), shape.driver_memory, spec)
+        conf = dynamic_conf(shape, events)
+        argv = spark_submit(STAGE_APP, [json.dumps(spec)], master=master, conf=conf, driver_memory=shape.driver_memory)
         tasks.append(f"    t[{stage!r}] = BashOperator(task_id={stage!r}, bash_command={shlex.join(argv)!r})")
     edges = [f"    t[{up!r}] >> t[{stage!r}]" for stage in STAGES for up in upstream_stages(stage)]
     return "\n".join(
@@ -113,7 +97,7 @@ def queue_dag_text(example: str) -> str:
 
 
 def provider_connection(
-    cluster: Any, shape: Shape, events: Path, total_cores: int, total_memory: str, admission: str = "fit_now"
+    cluster: LocalCluster, shape: Shape, events: Path, total_cores: int, total_memory: str, admission: str = "fit_now"
 ) -> str:
     """The finegrained_spark connection of the provider's runs (cold regions on the standalone master)."""
     return json.dumps(
@@ -134,7 +118,7 @@ def provider_connection(
                 # deferral: at the default 10 s, 4 tasks failed on Airflow's stale-event race
                 # (apache/airflow#72716; docs/cluster.md says to raise it on a busy scheduler).
                 "trigger_min_wait": 30,
-                "spark_conf": {"spark.pyspark.python": sys.executable, **event_conf(events)},
+                "spark_conf": {"spark.pyspark.python": sys.executable, **event_log_conf(events)},
             },
         }
     )

@@ -7,7 +7,7 @@ local[N] server, started once and timed apart); only the settings each stage run
 task CPU, shuffle bytes, spill) come from the pool's REST API by job tag; the answers of Q1, Q3 and Q5
 are compared with the defaults' run.
 
-    .venv/bin/python -m bench.substrate --scales 0.01,0.1,1,10 --repeats 3
+    python -m bench substrate --scales 0.01,0.1,1,10 --repeats 3
 
 Writes bench/results/substrate.json and bench/results/substrate.md.
 """
@@ -15,33 +15,31 @@ Writes bench/results/substrate.json and bench/results/substrate.md.
 from __future__ import annotations
 
 import argparse
-import functools
-import json
+import contextlib
 import os
 import platform
-import signal
-import statistics
-import sys
+import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.compare.__main__ import tables_for
-from bench.compare.answers import compare_answers, read_rows
-from bench.compare.oracle import SWEEP_CANDIDATES, best_partitions, scale_key
-from bench.compare.pipeline import ANSWERS, STAGES
-from bench.substrate.policies import REPO, ProviderSizing, oracle_conf, uniform_conf
-from bench.substrate.session_run import ConfFor, run_pipeline
-from bench.substrate.spark_metrics import METRICS, stage_metrics
+from bench.lib.answers import answers_in, compare_answers
+from bench.lib.pipeline import REPO, STAGES, fused_producers, run_stages, scale_key, tables_for
+from bench.lib.report import command_line, write_results
+from bench.lib.session import SPARK_DEFAULTS, apply_conf, remote_session
+from bench.lib.spark_metrics import METRICS, stage_metrics
+from bench.lib.stats import median
+from bench.lib.sweep import SWEEP_CANDIDATES, best_partitions, in_turn, sweep
+from bench.substrate.policies import POLICIES, ConfFor, policy_settings, uniform_conf
 
 RESULTS = REPO / "bench" / "results"
-POLICIES = ("defaults", "provider", "oracle")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.substrate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench substrate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="0.01,0.1,1", help="comma-separated TPC-H scale factors")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--policies", default=",".join(POLICIES))
@@ -52,9 +50,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@dataclass
+class Substrate:
+    """The one warm pool every policy runs in, the connection's settings it was started with, a scratch folder."""
+
+    settings: Any
+    pool: Any
+    work: Path
+
+    def session(self) -> Any:
+        from airflow_provider_finegrained.warm import client_url
+
+        return remote_session(client_url(self.pool.url, self.pool.token))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    # A timeout's SIGTERM must still stop the cluster, Airflow and the pool this run started (finally below).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     scales = [float(s) for s in args.scales.split(",")]
     policies = [p for p in args.policies.split(",") if p]
@@ -62,46 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
     work = Path(tempfile.mkdtemp(prefix="substrate-"))
-    settings, pool, pool_start_s = _start_pool(work)
+    substrate, pool_start_s = _start_pool(work)
     results: dict[str, Any] = {
-        "command": "python -m bench.substrate " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("substrate", argv),
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "load_average_1m": []},
         "pool_start_s": round(pool_start_s, 2),
         "scales": {},
     }
     try:
-        from pyspark.sql import SparkSession
-
-        from airflow_provider_finegrained.warm import client_url
-
-        def session() -> Any:
-            return SparkSession.builder.remote(client_url(pool.url, pool.token)).create()
-
         for scale in scales:
-            tables = tables_for(scale, args.data)
-            key = scale_key(scale)
-            entry: dict[str, Any] = {"runs": {p: [] for p in policies}}
-            if "oracle" in policies:
-                candidates = [int(c) for c in args.candidates.split(",")]
-                entry["sweep"] = _sweep(session, pool, tables, work / key, candidates, args.sweep_repeats)
-                results["scales"][key] = entry
-                _write(args.out, results)
-            for repeat in range(args.repeats):
-                order = policies[repeat % len(policies) :] + policies[: repeat % len(policies)]
-                for policy in order:
-                    results["machine"]["load_average_1m"].append(os.getloadavg()[0])
-                    conf_for, options_for, decided = _policy(policy, settings, tables, work / key / policy, entry)
-                    tag = f"{key}-{policy}-{repeat}"
-                    run = _run(session, pool, tables, work / key / policy, conf_for, tag, options_for)
-                    run["decided"] = decided
-                    entry["runs"][policy].append(run)
-                    print(f"SF {key} repeat {repeat} {policy}: {run['wall_s']:.1f} s", flush=True)
-                    # Written after every run: a long scale (SF 10) stopped part-way keeps what it measured.
-                    ran = [p for p in policies if entry["runs"][p]]
-                    entry["answers_identical"] = _answers_agree(entry, ran)
-                    entry["summary"] = {p: _summary(entry["runs"][p]) for p in ran}
-                    results["scales"][key] = entry
-                    _write(args.out, results)
+            _run_scale(args, substrate, policies, scale, results)
     finally:
         from airflow_provider_finegrained import warm
 
@@ -109,9 +89,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _start_pool(work: Path) -> tuple[Any, Any, float]:
+def _run_scale(
+    args: argparse.Namespace, substrate: Substrate, policies: list[str], scale: float, results: dict[str, Any]
+) -> None:
+    """Every policy ``--repeats`` times at ``scale`` (after the oracle's sweep), each taking every place in turn;
+    the results written after every run, so that a long scale (SF 10) stopped part-way keeps what it measured."""
+    tables = tables_for(scale, args.data)
+    key = scale_key(scale)
+    entry: dict[str, Any] = {"runs": {p: [] for p in policies}}
+    results["scales"][key] = entry
+    if "oracle" in policies:
+        candidates = [int(c) for c in args.candidates.split(",")]
+        entry["sweep"] = _sweep(substrate, tables, substrate.work / key, candidates, args.sweep_repeats)
+        _write(args.out, results)
+    for repeat in range(args.repeats):
+        for name in in_turn(policies, repeat):
+            results["machine"]["load_average_1m"].append(os.getloadavg()[0])
+            out = substrate.work / key / name
+            best = entry["sweep"]["best"] if name == "oracle" else None
+            conf_for, options_for, decided = policy_settings(name, substrate.settings, tables, out, best)
+            run = _run(substrate, tables, out, conf_for, f"{key}-{name}-{repeat}", options_for)
+            run["decided"] = decided
+            entry["runs"][name].append(run)
+            print(f"SF {key} repeat {repeat} {name}: {run['wall_s']:.1f} s", flush=True)
+            ran = [p for p in policies if entry["runs"][p]]
+            entry["answers_identical"] = _answers_agree(entry, ran)
+            entry["summary"] = {p: _summary(entry["runs"][p]) for p in ran}
+            _write(args.out, results)
+
+
+def _start_pool(work: Path) -> tuple[Substrate, float]:
     from airflow_provider_finegrained import warm
-    from airflow_provider_finegrained.hooks.settings import ConnectionSettings
+    from airflow_provider_finegrained.settings import ConnectionSettings
 
     home = work / "airflow-home"
     home.mkdir(parents=True)
@@ -123,38 +132,44 @@ def _start_pool(work: Path) -> tuple[Any, Any, float]:
     )
     started = time.perf_counter()
     pool = warm.ensure_started(settings, str(work / "pool"), idle_timeout_s=86400)
-    return settings, pool, time.perf_counter() - started
+    return Substrate(settings, pool, work), time.perf_counter() - started
 
 
-def _policy(
-    policy: str, settings: Any, tables: Path, out: Path, entry: dict[str, Any]
-) -> tuple[ConfFor, ConfFor | None, dict[str, Any]]:
-    """A policy's session settings and writer options per stage, and what it decided."""
-    if policy == "defaults":
-        return (lambda _stage: {}), None, {}
-    if policy == "oracle":
-        best = entry["sweep"]["best"]
-        return (lambda stage: oracle_conf(best, stage)), None, {s: {"parallelism": best[s]} for s in STAGES}
-    sizing = ProviderSizing(tables, out / "data", settings)
-    return sizing.conf_for, sizing.write_options_for, sizing.decided  # filled in as the run decides each region
+def run_pipeline(
+    spark: Any, tables: Path, out: Path, conf_for: ConfFor, tag: str, options_for: ConfFor | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every stage in order, each from Spark's defaults with its policy's settings, under a job tag naming the
+    run and the stage (so Spark's REST API attributes its jobs); per stage its wall time, tag and settings.
+
+    ``options_for``: a stage's parquet writer options (the provider's row groups); none by default."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+
+    @contextlib.contextmanager
+    def tagged(stage: str) -> Iterator[None]:
+        apply_conf(spark, {**SPARK_DEFAULTS, **conf_for(stage)})
+        spark.addTag(f"{tag}-{stage}")
+        try:
+            yield
+        finally:
+            spark.removeTag(f"{tag}-{stage}")
+
+    fused = fused_producers(STAGES)
+    runs = run_stages(spark, STAGES, tables, out, fused=fused, around=tagged, write_options=options_for)
+    return {s: {"wall_s": r.seconds, "tag": f"{tag}-{s}", "conf": conf_for(s)} for s, r in runs.items()}
 
 
 def _run(
-    session: Callable[[], Any],
-    pool: Any,
-    tables: Path,
-    out: Path,
-    conf_for: ConfFor,
-    tag: str,
-    options_for: ConfFor | None = None,
+    substrate: Substrate, tables: Path, out: Path, conf_for: ConfFor, tag: str, options_for: ConfFor | None = None
 ) -> dict[str, Any]:
-    spark = session()
+    spark = substrate.session()
     try:
         started = time.perf_counter()
         stages = run_pipeline(spark, tables, out / "data", conf_for, tag, options_for)
         wall = time.perf_counter() - started
     finally:
         spark.stop()
+    pool = substrate.pool
     measured = stage_metrics(pool.ui_url, pool.application_id, [s["tag"] for s in stages.values()])
     for values in stages.values():
         values.update(measured[values["tag"]])
@@ -162,50 +177,34 @@ def _run(
     return {"wall_s": wall, "stages": stages, **totals, "out": str(out / "data")}
 
 
-def _sweep(
-    session: Callable[[], Any], pool: Any, tables: Path, work: Path, candidates: list[int], repeats: int
-) -> dict[str, Any]:
+def _sweep(substrate: Substrate, tables: Path, work: Path, candidates: list[int], repeats: int) -> dict[str, Any]:
     """Every stage at each candidate count (AQE off), per stage the fastest: the oracle's partitions."""
-    times: dict[int, dict[str, list[float]]] = {}
-    for p in candidates:
-        for i in range(repeats):
-            run = _run(session, pool, tables, work / f"sweep-{p}", functools.partial(_uniform, p), f"sweep-{p}-{i}")
-            for stage, values in run["stages"].items():
-                times.setdefault(p, {}).setdefault(stage, []).append(values["wall_s"])
-            print(f"  sweep {p} partitions: {run['wall_s']:.1f} s", flush=True)
-    return {"candidates": {str(p): t for p, t in times.items()}, "best": best_partitions(times)}
 
+    def time_stages(p: int, i: int) -> dict[str, float]:
+        run = _run(substrate, tables, work / f"sweep-{p}", lambda _stage: uniform_conf(p), f"sweep-{p}-{i}")
+        print(f"  sweep {p} partitions: {run['wall_s']:.1f} s", flush=True)
+        return {stage: values["wall_s"] for stage, values in run["stages"].items()}
 
-def _uniform(partitions: int, _stage: str) -> dict[str, str]:
-    return uniform_conf(partitions)
+    times = sweep(candidates, repeats, time_stages)
+    return {"candidates": {str(p): times[p] for p in sorted(times)}, "best": best_partitions(times)}
 
 
 def _answers_agree(entry: dict[str, Any], policies: list[str]) -> bool:
     """Every run's Q1, Q3 and Q5 equal the first run's (outputs of the last repeat of each policy)."""
-    answers = {
-        p: {q: read_rows(Path(entry["runs"][p][-1]["out"]) / stage) for q, (stage, _) in ANSWERS.items()}
-        for p in policies
-        if entry["runs"][p]
-    }
-    first = next(iter(answers.values()))
-    return all(not any(compare_answers(first, other).values()) for other in answers.values())
+    answers = [answers_in(Path(entry["runs"][p][-1]["out"])) for p in policies if entry["runs"][p]]
+    return all(not any(compare_answers(answers[0], other).values()) for other in answers)
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    def med(values: list[float]) -> float:
-        return statistics.median(values)
-
-    out: dict[str, Any] = {"repeats": len(runs), "wall_s": med([r["wall_s"] for r in runs])}
+    out: dict[str, Any] = {"repeats": len(runs), "wall_s": median(r["wall_s"] for r in runs)}
     out["wall_range_s"] = [min(r["wall_s"] for r in runs), max(r["wall_s"] for r in runs)]
-    out.update({m: med([r[m] for r in runs]) for m in METRICS})
-    out["stages"] = {s: {k: med([r["stages"][s][k] for r in runs]) for k in ("wall_s", *METRICS)} for s in STAGES}
+    out.update({m: median(r[m] for r in runs) for m in METRICS})
+    out["stages"] = {s: {k: median(r["stages"][s][k] for r in runs) for k in ("wall_s", *METRICS)} for s in STAGES}
     return out
 
 
 def _write(out: Path, results: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "substrate.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / "substrate.md").write_text(render(results))
+    write_results(out / "substrate.json", results, render(results), indent=1)
 
 
 def render(results: dict[str, Any]) -> str:
@@ -256,4 +255,4 @@ def _ratio(value: float, reference: float | None) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bench.compare.oracle import best_partitions
-from bench.compare.pipeline import STAGES
-from bench.compare.stats import slower_p_value
 from bench.history import main, side_by_side, swept, with_sweep, within
+from bench.lib.pipeline import STAGES
+from bench.lib.stats import slower_p_value
+from bench.lib.sweep import best_partitions
 
 
 def _sweep(tmp_path: Path, times: dict[int, dict[str, list[float]]], best: dict[str, int]) -> Path:

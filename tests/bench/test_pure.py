@@ -15,13 +15,16 @@ import pytest
 
 from bench.compare import oracle
 from bench.compare.__main__ import rerender
-from bench.compare.answers import compare_answers, differences
-from bench.compare.measure import SparkWork, parse_event_log, read_event_logs
-from bench.compare.pipeline import PIPELINED, STAGE_INPUTS, STAGES, fused_producers, parse_input
 from bench.compare.report import BEGIN_MARK, END_MARK, quote_in_doc, summary_markdown, write_all
-from bench.compare.runners import BLOCKING_DAG_ID, blocking_dag_text, first_json
-from bench.compare.stats import add_ratios, median, ratio, summarize, targets
+from bench.compare.runners import BLOCKING_DAG_ID, blocking_dag_text
+from bench.compare.stats import add_ratios, summarize, targets
 from bench.compare.variants import VARIANTS, select
+from bench.lib.answers import compare_answers, differences
+from bench.lib.pipeline import PIPELINED, STAGE_INPUTS, STAGES, fused_producers, parse_input, scale_key
+from bench.lib.provider import first_json
+from bench.lib.spark_metrics import SparkWork, parse_event_log, read_event_logs
+from bench.lib.stats import median, ratio
+from bench.lib.sweep import best_partitions
 from tests.conftest import REPO
 
 
@@ -208,7 +211,7 @@ def test_oracle_picks_the_fastest_count_per_stage_and_shares_it_along_forward_ed
         1: {s: [2.0] for s in STAGES} | {"q3_shipping_priority": [9.0]},
         4: {s: [3.0] for s in STAGES} | {"q3_shipping_priority": [1.0], "q3_join": [0.0]},
     }
-    best = oracle.best_partitions(times)
+    best = best_partitions(times)
     assert best["q1_pricing_summary"] == 1
     assert best["q3_shipping_priority"] == best["q3_join"] == 4
     sweep_file = tmp_path / "sweep.json"
@@ -217,7 +220,7 @@ def test_oracle_picks_the_fastest_count_per_stage_and_shares_it_along_forward_ed
     assert oracle.partitions_for(0.01, sweep_file) == (best, "sweep")
     with pytest.raises(KeyError, match="run the sweep"):
         oracle.partitions_for(3.0, sweep_file)
-    assert oracle.scale_key(1.0) == "1" and oracle.scale_key(0.01) == "0.01"
+    assert scale_key(1.0) == "1" and scale_key(0.01) == "0.01"
 
 
 def test_variant_table_selection() -> None:
@@ -247,7 +250,7 @@ def test_reports_are_written_and_say_smoke(tmp_path: Path) -> None:
     add_ratios(by_variant, "a", "oracle")
     doc = {
         "smoke": True,
-        "command": "bash bench/compare.sh --scales 0.01 --repeats 1",
+        "command": "python -m bench compare --scales 0.01 --repeats 1",
         "machine": {
             "cpus": 2,
             "memory_bytes": 24 * 2**30,

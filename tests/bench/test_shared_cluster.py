@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
-from bench.compare.pipeline import STAGES
+from bench.lib.pipeline import REPO, STAGES
 from bench.shared_cluster.__main__ import measure, summarize
 from bench.shared_cluster.events import AppUsage, parse_events, read_apps
 from bench.shared_cluster.policies import (
     DYNAMIC_DAG_ID,
     QUEUE_CONN_ID,
     QUEUE_DAG_ID,
-    REPO,
     Shape,
     dynamic_dag_text,
     provider_connection,

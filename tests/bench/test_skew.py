@@ -39,7 +39,7 @@ def _run(variant: str, seconds: float) -> dict[str, Any]:
 
 
 _META = {
-    "command": "python bench/skew.py",
+    "command": "python -m bench skew",
     "machine": "2 cores",
     "date": "d",
     "reps": 3,

@@ -2,7 +2,7 @@
 stage application, here the oracle's one application; the provider under `airflow dags test`, here warm).
 
 Every variant at once (about 31 Spark applications, half an hour on this machine) is the manual smoke run:
-`bash bench/compare.sh --scales 0.01 --repeats 1 --smoke --variants a b c d e oracle`.
+`python -m bench compare --scales 0.01 --repeats 1 --smoke --variants a b c d e oracle`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.compare.__main__ import main
-from bench.compare.pipeline import STAGES
-from bench.compare.runners import warm_folders, warm_pool_processes
+from bench.lib.pipeline import STAGES
+from bench.lib.provider import warm_folders, warm_pool_processes
 from tests.tpch import reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow]

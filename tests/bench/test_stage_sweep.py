@@ -23,7 +23,7 @@ def test_the_sweep_file_judges_only_the_stages_it_swept(tmp_path: Path) -> None:
         2: {"q5_join": [5.0, 5.1, 5.2, 5.3, 5.4]},
         8: {"q5_join": [5.05, 5.15, 5.25, 5.35, 5.45]},
     }
-    doc = sweep_doc(1.0, times, repeats=5, command="python -m bench.stage_sweep")
+    doc = sweep_doc(1.0, times, repeats=5, command="python -m bench stage-sweep")
     assert doc["1"]["best"] == {"q5_join": 2} and doc["1"]["blocking"] is True
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(doc))

@@ -6,10 +6,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench.compare.pipeline import STAGES
+from bench.lib.pipeline import STAGES
+from bench.lib.session import SPARK_DEFAULTS, ProviderSizing
+from bench.lib.spark_metrics import METRICS
 from bench.substrate.__main__ import _summary, render
-from bench.substrate.policies import SPARK_DEFAULTS, ProviderSizing, oracle_conf
-from bench.substrate.spark_metrics import METRICS
+from bench.substrate.policies import oracle_conf
 
 MiB = 2**20
 
@@ -34,6 +35,9 @@ def test_the_provider_policy_decides_through_the_provider_s_own_planner(tmp_path
     assert conf["spark.sql.shuffle.partitions"] == str(decided["parallelism"])
     assert decided["parallelism"] >= math.ceil(300 / 64)
     assert conf["spark.sql.adaptive.enabled"] == "true"
+    # Every setting the run's own decision gives the stage, AQE's coalesce floor included (a copy once lacked it).
+    assert conf == dict(sizing.decisions["lineitem_projected"].session_conf)
+    assert "spark.sql.adaptive.coalescePartitions.minPartitionNum" in conf
     # Its consumer is decided from what the stage wrote in this run (two files here), when it runs.
     _file(out / "lineitem_projected" / "part-0.parquet", 100 * MiB)
     _file(out / "lineitem_projected" / "part-1.parquet", 60 * MiB)

@@ -1,5 +1,5 @@
 """The import contracts of pyproject.toml's ``[tool.importlinter]`` (run by ``lint-imports`` in scripts/test.sh) hold
-on the tree and fail on a planted violation, naming the broken contract."""
+on the tree and fail on a planted violation in a copy of it (the package and bench/), naming the broken contract."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGE = "airflow_provider_finegrained"
+ROOTS = (PACKAGE, "bench")
+"""The root packages the contracts read (``root_packages``): a copy of the tree holds both."""
 LINT_IMPORTS = str(Path(sys.executable).parent / "lint-imports")
 
 PLANNING = "The planning core imports no Airflow, no Spark and no Airflow-side package of the provider"
 DRIVER = "The driver side (runtime/, the warm pool's region driver) never imports the Airflow side"
 ACYCLIC = "No import cycles between the provider's packages and modules"
+BENCH = "The benchmarks (bench/, the simulator too) import only the provider's public modules"
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
@@ -37,25 +40,29 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def test_the_contracts_hold_on_the_tree() -> None:
     result = lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in (PLANNING, DRIVER, ACYCLIC):
+    for name in (PLANNING, DRIVER, ACYCLIC, BENCH):
         assert f"{name} KEPT" in result.stdout
 
 
 @pytest.mark.parametrize(
     ("module", "planted", "contract"),
     [
-        ("planning/units.py", "import airflow", PLANNING),
-        ("planning/sizing.py", "import pyspark", PLANNING),
-        ("planning/plan.py", "from airflow_provider_finegrained.hooks import finegrained_spark", PLANNING),
-        ("runtime/job.py", "from airflow_provider_finegrained.operators import spark_stage", DRIVER),
-        ("runtime/api.py", "from airflow.sdk import BaseHook", DRIVER),
+        (f"{PACKAGE}/planning/units.py", "import airflow", PLANNING),
+        (f"{PACKAGE}/planning/sizing.py", "import pyspark", PLANNING),
+        (f"{PACKAGE}/planning/plan.py", "from airflow_provider_finegrained.hooks import finegrained_spark", PLANNING),
+        (f"{PACKAGE}/runtime/job.py", "from airflow_provider_finegrained.operators import spark_stage", DRIVER),
+        (f"{PACKAGE}/runtime/api.py", "from airflow.sdk import BaseHook", DRIVER),
         # progress imports planning.units: the other way round closes a cycle between the two packages.
-        ("planning/units.py", "from airflow_provider_finegrained.runtime import progress", ACYCLIC),
+        (f"{PACKAGE}/planning/units.py", "from airflow_provider_finegrained.runtime import progress", ACYCLIC),
+        # The warm pool's processes by a private module, as the harness once found them.
+        ("bench/lib/provider.py", "from airflow_provider_finegrained.warm.state import pool_processes", BENCH),
+        ("bench/simulate/sim.py", "import airflow_provider_finegrained.spark.submit", BENCH),
     ],
 )
 def test_a_planted_violation_breaks_its_contract(tmp_path: Path, module: str, planted: str, contract: str) -> None:
-    shutil.copytree(REPO / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
-    target = tmp_path / PACKAGE / module
+    for root in ROOTS:
+        shutil.copytree(REPO / root, tmp_path / root, ignore=shutil.ignore_patterns("__pycache__", "results"))
+    target = tmp_path / module
     target.write_text(target.read_text() + f"\n{planted}  # planted by tests/structure/test_contracts.py\n")
 
     result = lint_imports(tmp_path)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.compare.pipeline import ANSWERS
+from bench.lib.pipeline import ANSWERS
 
 Rows = list[dict[str, Any]]
 
@@ -18,6 +18,11 @@ def read_rows(path: str | Path) -> Rows:
     import pyarrow.parquet as pq
 
     return list(pq.read_table(str(path)).to_pylist())
+
+
+def answers_in(out: Path) -> dict[str, Rows]:
+    """Q1, Q3 and Q5 as a run wrote them: each answer stage's output under ``out``."""
+    return {query: read_rows(out / stage) for query, (stage, _) in ANSWERS.items()}
 
 
 def _is_number(value: object) -> bool:
