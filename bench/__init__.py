@@ -48,6 +48,9 @@ EXPERIMENTS: dict[str, Experiment] = {
         "bench.stage_sweep", "each shuffling stage alone at each shuffle partition count (the history's judge)"
     ),
     "python-env": Experiment("bench.python_env", "what shipping the Python environment to YARN costs on the worker"),
+    "app-start": Experiment(
+        "bench.app_start", "an application's and an executor's start on this machine (the simulator's costs)"
+    ),
     "simulate": Experiment(
         "bench.simulate.__main__",
         "the simulator: a shared cluster at 1,000 nodes, validated against shared-cluster's measurements",

@@ -1,4 +1,4 @@
-"""``python -m bench.app_start``: what an application's and an executor's start cost, measured apart.
+"""``python -m bench app-start``: what an application's and an executor's start cost, measured apart.
 
 The loopback model charges every application's start (spark-submit, the driver JVM, SparkContext,
 Python) as CPU work on the shared cores before its first job. This measures it: a PySpark driver that
@@ -6,7 +6,7 @@ creates its SparkSession, runs one trivial job and stops, launched with the prov
 command, one at a time on an otherwise idle machine. CPU is the process tree's user + system seconds
 (every descendant its parent waited for: the JVM, the Python driver).
 
-    .venv/bin/python -m bench.app_start --repeats 5
+    .venv/bin/python -m bench app-start --repeats 5
 
 Also where, within that start, the event log's ApplicationStart falls (the SparkContext's beginning: item
 2 counts an application's queueing from it), and an executor's start: its JVM's CPU from launch to
@@ -43,15 +43,15 @@ spark.stop()
 
 
 def _spark_env() -> dict[str, str]:
-    from airflow_provider_finegrained.spark.submit import without_connect_client
+    from bench.lib.session import spark_submit_env
 
-    return {**without_connect_client(os.environ), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    return spark_submit_env()
 
 
 def measure(repeats: int) -> dict[str, Any]:
     """Launch the trivial driver ``repeats`` times; CPU and wall seconds of each launch."""
-    from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command
     from bench.lib.measure import run_measured
+    from bench.lib.session import spark_submit
 
     load = os.getloadavg()[0]
     env = _spark_env()
@@ -63,8 +63,8 @@ def measure(repeats: int) -> dict[str, Any]:
         for attempt in range(repeats):
             logs = Path(folder) / f"events-{attempt}"
             logs.mkdir()
-            request = SubmitRequest(
-                application=str(script),
+            command = spark_submit(
+                script,
                 master="local[1]",
                 name="bench-app-start",
                 conf={
@@ -75,7 +75,7 @@ def measure(repeats: int) -> dict[str, Any]:
                 },
             )
             launched = time.time()
-            run = run_measured(build_spark_submit_command(request, None), env, timeout_s=600)
+            run = run_measured(command, env, timeout_s=600)
             if run.returncode != 0:
                 raise RuntimeError(f"the trivial application failed ({run.returncode}): {run.output_tail}")
             runs.append(run)
@@ -83,7 +83,7 @@ def measure(repeats: int) -> dict[str, Any]:
     cpu = [round(r.cpu_s, 2) for r in runs]
     wall = [round(r.wall_s, 2) for r in runs]
     return {
-        "command": "python -m bench.app_start " + " ".join(sys.argv[1:]),
+        "command": "python -m bench app-start " + " ".join(sys.argv[1:]),
         "machine": f"{platform.node()} {platform.platform()}, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "driver": DRIVER.strip(),
@@ -117,28 +117,24 @@ spark.stop()
 def measure_executor(repeats: int) -> dict[str, Any]:
     """An executor's start on a one-worker standalone cluster on 127.0.0.1: its JVM's CPU from launch to
     registration with the driver (the driver reads it when the executor appears), and the wall time."""
-    from airflow_provider_finegrained.spark.standalone_start import start_local_cluster
-    from airflow_provider_finegrained.spark.submit import SubmitRequest, build_spark_submit_command
+    from bench.lib.provider import start_cluster
+    from bench.lib.session import spark_submit
 
     env = _spark_env()
     cpu, wall = [], []
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "executor_start.py"
         script.write_text(EXECUTOR_DRIVER)
-        cluster = start_local_cluster(
-            str(Path(folder) / "cluster"), workers=1, cores_per_worker=1, memory_per_worker="2g"
-        )
+        cluster = start_cluster(Path(folder) / "cluster", workers=1, cores=1, memory="2g")
         try:
-            request = SubmitRequest(
-                application=str(script),
+            command = spark_submit(
+                script,
                 master=cluster.master_url,
                 name="bench-executor-start",
                 conf={"spark.ui.showConsoleProgress": "false", "spark.executor.memory": "1g", "spark.cores.max": "1"},
             )
             for _ in range(repeats):
-                done = subprocess.run(
-                    build_spark_submit_command(request, None), env=env, capture_output=True, text=True, timeout=600
-                )
+                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
                 marks = [line.split() for line in done.stdout.splitlines() if line.startswith("EXECUTOR ")]
                 if done.returncode != 0 or not marks:
                     raise RuntimeError(f"the executor-start driver failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -175,7 +171,7 @@ def context_share(logs: Path, launched: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.app_start", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench app-start", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)

@@ -34,5 +34,6 @@ python -m bench warm-start --repeats 5
 python -m bench warm-start-airflow --repeats 5
 # A shared cluster's cost, then the simulator validated against it and run at 1,000 nodes.
 python -m bench shared-cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
+python -m bench app-start
 python -m bench simulate all
 python -m bench simulate validate

@@ -28,7 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.chaos.standalone import Standalone, airflow_env, free_port  # noqa: E402
+# bench's harness, from this checkout (a base commit's own bench/ may predate it; its tests/ does).
+from bench.lib.airflow import Standalone, free_port, standalone_env  # noqa: E402
 
 VENV = Path(sys.executable).parent
 EXAMPLES = ("tpch_pipeline.py", "tpch_queries.py", "tpch_data.py")
@@ -80,7 +81,7 @@ def under_standalone(source: Path, work: Path, data: Path) -> tuple[float, str]:
     """Seconds from ``airflow dags trigger`` to the run's end under ``airflow standalone``, and its state."""
     home = work / "standalone"
     dags_home(source, home)
-    env = airflow_env(home, free_port(), {"PYTHONPATH": f"{source}{os.pathsep}{REPO}"})
+    env = standalone_env(home, free_port(), pythonpath=(str(source),))
     env.pop("JAVA_TOOL_OPTIONS", None)
     airflow = Standalone(home, env)
     try:

@@ -28,7 +28,7 @@ from typing import Any
 from bench.simulate.events import EventLoop
 
 APP_START_FILE = "app-start.json"
-"""Written by ``python -m bench.app_start`` (an experiment that starts Spark), in the results folder; read here as a
+"""Written by ``python -m bench app-start`` (an experiment that starts Spark), in the results folder; read here as a
 file, never imported."""
 
 
@@ -176,7 +176,7 @@ def fit_loopback(results: Path, driver_stage_s: float = 0.0, **overrides: Any) -
         start = json.loads((results / APP_START_FILE).read_text())
     except FileNotFoundError:
         raise FileNotFoundError(
-            f"no {results / APP_START_FILE}: python -m bench.app_start measures an application's start"
+            f"no {results / APP_START_FILE}: python -m bench app-start measures an application's start"
         ) from None
     per_scale: dict[str, list[float]] = {}
     with (results / "compare-runs.csv").open() as handle:

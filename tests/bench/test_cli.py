@@ -23,6 +23,7 @@ AGREED = (
     "history",
     "stage-sweep",
     "python-env",
+    "app-start",
     "simulate",
 )
 """The experiments of the command line, as docs/benchmarks.md names them."""

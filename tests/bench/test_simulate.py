@@ -380,7 +380,7 @@ def test_loopback_fit_takes_an_applications_start_from_its_measurement(tmp_path:
     # Recorded, not charged before the first job: (400 - 100) / 8 - 1.5, the failed run left out.
     assert model.fit["app_life_cpu_per_scale_s"] == {"0.1": 36.0}
     assert "executor_cpu_s" not in model.fit["assumed"] and "airflow_task_cpu_s" in model.fit["assumed"]
-    with pytest.raises(FileNotFoundError, match=r"python -m bench\.app_start"):
+    with pytest.raises(FileNotFoundError, match=r"python -m bench app-start"):
         fit_loopback(tmp_path / "none")
     # The measurement in the repository: a trivial application's start costs 15 to 30 CPU s here.
     assert 15 < fit_loopback(REPO / "bench" / "results").app_cpu_s < 30
