@@ -29,40 +29,15 @@ from typing import Any
 
 from airflow_provider_finegrained.planning import (
     ConsumedResult,
-    Distribution,
-    ExchangeMode,
     ParallelismConfig,
-    StageInput,
     StageSpec,
     decide_parallelism,
     plan_stages,
 )
 from bench.lib.report import command_line, load_1m, write_results
+from bench.simulate.workload import generate  # the simulator's generator: for a seed, the same DAG
 
 RESULTS = Path(__file__).parent / "results"
-KINDS = [
-    (ExchangeMode.BLOCKING, Distribution.ALL_TO_ALL, 0.6),
-    (ExchangeMode.PIPELINED, Distribution.FORWARD, 0.15),
-    (ExchangeMode.PIPELINED, Distribution.ALL_TO_ALL, 0.1),
-    (ExchangeMode.BLOCKING, Distribution.BROADCAST, 0.15),
-]
-
-
-def generate(n: int, seed: int = 7) -> list[StageSpec]:
-    rng = random.Random(seed)
-    modes = [(m, d) for m, d, _ in KINDS]
-    weights = [w for _, _, w in KINDS]
-    specs = []
-    for i in range(n):
-        inputs: tuple[StageInput, ...] = ()
-        if i >= 3:
-            # Mostly recent stages, like a pipeline; sometimes far back, like a shared dimension.
-            ups = {i - rng.randint(1, min(i, 20)) if rng.random() < 0.9 else rng.randrange(i) for _ in range(3)}
-            inputs = tuple(
-                StageInput(f"s{u}", *rng.choices(modes, weights)[0], name=f"in{k}") for k, u in enumerate(sorted(ups))
-            )
-        specs.append(StageSpec(name=f"s{i}", inputs=inputs))
-    return specs
 
 
 def partition_sizes(specs: list[StageSpec]) -> list[list[tuple[list[int], bool]]]:

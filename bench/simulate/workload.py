@@ -101,8 +101,7 @@ def tpch_shape() -> DagShape:
 def generate(n: int, seed: int = 7) -> list[StageSpec]:
     """``n`` stages, each from the fourth on reading about three earlier ones over edges drawn from EDGE_KINDS.
 
-    The same generator as the planner-scaling benchmark's (bench/plan_scaling.py), kept here so the
-    simulator imports no other benchmark: for a seed, the same DAG.
+    The planner-scaling benchmark (bench/plan_scaling.py) plans the same DAGs.
     """
     rng = random.Random(seed)
     modes = [(m, d) for m, d, _ in EDGE_KINDS]

@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 
 from airflow_provider_finegrained.warm.folders import pool_folders
+from bench.lib.airflow import snapshot_source
 from tests.chaos import processes
 from tests.chaos.inspect_output import attempt_progress, committed_markers, leftovers
 from tests.chaos.outcome import EXPECTED_ROWS, REGION, TrialRecord, classify, passed
@@ -59,24 +60,6 @@ class Options:
 
 def log(message: str) -> None:
     print(f"[kill-trials {datetime.now(UTC).strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def snapshot_source(source: str, target: Path) -> tuple[str, Path | None]:
-    """The provider's code the trials run: ``worktree`` (the checkout as it is) or a git revision exported
-    to ``target`` (put first on PYTHONPATH, so commits landing meanwhile do not change a running harness)."""
-    if source == "worktree":
-        return "worktree of " + _git("rev-parse", "--short", "HEAD") + " (uncommitted changes included)", None
-    commit = _git("rev-parse", source)
-    target.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "archive", commit, "airflow_provider_finegrained"], cwd=REPO, check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return commit, target
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def install_dag(dags: Path, row_sleep_s: float) -> None:
