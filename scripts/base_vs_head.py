@@ -116,6 +116,13 @@ def under_standalone(source: Path, work: Path, data: Path) -> tuple[float, str]:
             subprocess.run([*stop, str(pool)], env=env, capture_output=True, check=False)
 
 
+def resolved(rev: str) -> str:
+    """``rev``'s short commit hash."""
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", rev], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
 def order(rounds: int) -> list[str]:
     """Which commit runs when: base, head; head, base; ... (each round reverses the one before)."""
     return [label for r in range(rounds) for label in (("base", "head") if r % 2 == 0 else ("head", "base"))]
@@ -173,7 +180,8 @@ def main() -> int:
     generate(float(args.scale), data)
     python = [str(VENV / "python"), "-m", "airflow_provider_finegrained", "cluster"]
     subprocess.run([*python, "start", "--dir", str(out / "spark")], check=True, capture_output=True)
-    revs = {"base": args.base, "head": args.head}
+    # The commits as resolved now (a name such as HEAD moves on): what the results say was measured.
+    revs = {label: resolved(rev) for label, rev in (("base", args.base), ("head", args.head))}
     results = []
     try:
         cluster = json.loads((out / "spark" / "cluster.json").read_text())
