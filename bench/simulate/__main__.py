@@ -29,6 +29,7 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import RESULTS, CostModel, fit_cost_model
 from bench.simulate.loopback import LoopbackModel, fit_loopback
+from bench.simulate.policies import POLICIES
 from bench.simulate.report import markdown
 from bench.simulate.scenarios import (
     CLOSED_LOOP_POLICIES,
@@ -40,7 +41,6 @@ from bench.simulate.scenarios import (
     validate,
     with_window,
 )
-from bench.simulate.sim import POLICIES
 from bench.simulate.workload import WorkloadSpec
 
 GiB = 2**30

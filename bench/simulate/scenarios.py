@@ -33,7 +33,8 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import CostModel
 from bench.simulate.loopback import LoopbackModel
-from bench.simulate.sim import POLICIES, RELEASING, PolicySpec, simulate
+from bench.simulate.policies import POLICIES, RELEASING, PolicySpec
+from bench.simulate.sim import simulate
 from bench.simulate.workload import DagRun, WorkloadSpec, day_workload, tpch_run
 
 TOLERANCE = 0.20
