@@ -33,7 +33,8 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import CostModel
 from bench.simulate.loopback import LoopbackModel
-from bench.simulate.sim import POLICIES, RELEASING, PolicySpec, simulate
+from bench.simulate.policies import POLICIES, RELEASING, PolicySpec
+from bench.simulate.sim import simulate
 from bench.simulate.workload import DagRun, WorkloadSpec, day_workload, tpch_run
 
 TOLERANCE = 0.20
@@ -185,16 +186,53 @@ def validate(
     maps a measured policy to the simulated one that ran as it did (a run of the provider at an older
     commit: ``{"provider": "provider+start"}``).
     """
+    measured = _read_measured(measured_path)
+    setup = SharedClusterSetup.from_dict(measured.get("setup", {}))
+    by_policy = measured.get("policies") or {}
+    as_run = _simulated_as(measured_path, by_policy, simulate_as)
+    fit: dict[str, Any] | None = None
+    if loopback is not None:
+        if fit_on not in by_policy:
+            raise ValueError(
+                f"{measured_path}: the loopback fit needs policy {fit_on!r}; the file has {sorted(by_policy)}"
+            )
+        loopback, fit = fit_loopback_to(setup, cost, loopback, by_policy[fit_on], fit_on, **(grid or {}))
+    simulated = shared_cluster(setup, cost, sorted(set(as_run.values()), key=POLICIES.index), loopback)
+    comparison = {
+        policy: _compared(figures, simulated[as_run[policy]], fit is not None and policy == fit_on)
+        for policy, figures in by_policy.items()
+    }
+    validated = [row for rows in comparison.values() for f, row in rows.items() if f in VALIDATED_FIGURES]
+    return {
+        "measured_file": str(measured_path),
+        "setup": setup.__dict__ | {"scales": list(setup.scales)},
+        "tolerance": TOLERANCE,
+        "loopback": loopback.to_dict() if loopback is not None else None,
+        "fit": fit,
+        "simulated_as": as_run,
+        "validated": all(row["within"] for row in validated),
+        "held_out_within": all(row["within"] or row["fitted"] for row in validated),
+        "comparison": comparison,
+    }
+
+
+def _read_measured(measured_path: Path) -> dict[str, Any]:
+    """Item 2's measured file, in the plain shape."""
     try:
-        measured = json.loads(measured_path.read_text())
+        measured: dict[str, Any] = json.loads(measured_path.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(
             f"no measured shared-cluster results at {measured_path}: item 2 writes them (see docs/simulation.md)"
         ) from None
     if "summary" in measured and "policies" not in measured:
         measured = _from_shared_cluster_run(measured)
-    setup = SharedClusterSetup.from_dict(measured.get("setup", {}))
-    by_policy = measured.get("policies") or {}
+    return measured
+
+
+def _simulated_as(
+    measured_path: Path, by_policy: Mapping[str, Mapping[str, Any]], simulate_as: Mapping[str, str] | None
+) -> dict[str, str]:
+    """Each measured policy's simulated one, once the file's policies and figures and ``simulate_as`` are checked."""
     unknown = set(by_policy) - set(POLICIES)
     if not by_policy or unknown:
         raise ValueError(f"{measured_path}: 'policies' must hold some of {list(POLICIES)}, got {sorted(by_policy)}")
@@ -209,55 +247,34 @@ def validate(
     bad = {p: q for p, q in as_run.items() if q not in POLICIES}
     if bad:
         raise ValueError(f"simulate_as {bad}: a simulated policy must be one of {list(POLICIES)}")
-    fit: dict[str, Any] | None = None
-    if loopback is not None:
-        if fit_on not in by_policy:
-            raise ValueError(
-                f"{measured_path}: the loopback fit needs policy {fit_on!r}; the file has {sorted(by_policy)}"
-            )
-        loopback, fit = fit_loopback_to(setup, cost, loopback, by_policy[fit_on], fit_on, **(grid or {}))
-    simulated = shared_cluster(setup, cost, sorted(set(as_run.values()), key=POLICIES.index), loopback)
-    comparison: dict[str, dict[str, Any]] = {}
-    within = held_out_within = True
-    for policy, figures in by_policy.items():
-        sim = simulated[as_run[policy]]
-        rows = {}
-        for figure in VALIDATED_FIGURES:
-            measured_value = float(figures[figure])
-            sim_value = float(sim[SIMULATED_AS[figure]])
-            ratio = sim_value / measured_value if measured_value else None
-            ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
-            fitted = fit is not None and policy == fit_on and figure in FIT_FIGURES
-            within = within and ok
-            held_out_within = held_out_within and (ok or fitted)
+    return as_run
+
+
+def _compared(figures: Mapping[str, Any], sim: Mapping[str, Any], fitted_on: bool) -> dict[str, dict[str, Any]]:
+    """One policy's measured ``figures`` against its simulation ``sim``: each validated figure's ratio and whether
+    it is within the tolerance (or was fitted: ``fitted_on``, the policy the loopback model was fitted to)."""
+    rows = {}
+    for figure in VALIDATED_FIGURES:
+        measured_value = float(figures[figure])
+        sim_value = float(sim[SIMULATED_AS[figure]])
+        ratio = sim_value / measured_value if measured_value else None
+        rows[figure] = {
+            "measured": measured_value,
+            "simulated": round(sim_value, 3),
+            "ratio": ratio,
+            "within": ratio is not None and abs(ratio - 1) <= TOLERANCE,
+            "fitted": fitted_on and figure in FIT_FIGURES,
+        }
+    for figure in ("applications", "tasks"):  # not validated: they say where the model's work differs
+        if figure in figures:
             rows[figure] = {
-                "measured": measured_value,
-                "simulated": round(sim_value, 3),
-                "ratio": ratio,
-                "within": ok,
-                "fitted": fitted,
+                "measured": float(figures[figure]),
+                "simulated": float(sim[figure]),
+                "ratio": sim[figure] / float(figures[figure]) if figures[figure] else None,
+                "within": None,
+                "fitted": False,
             }
-        for figure in ("applications", "tasks"):  # not validated: they say where the model's work differs
-            if figure in figures:
-                rows[figure] = {
-                    "measured": float(figures[figure]),
-                    "simulated": float(sim[figure]),
-                    "ratio": sim[figure] / float(figures[figure]) if figures[figure] else None,
-                    "within": None,
-                    "fitted": False,
-                }
-        comparison[policy] = rows
-    return {
-        "measured_file": str(measured_path),
-        "setup": setup.__dict__ | {"scales": list(setup.scales)},
-        "tolerance": TOLERANCE,
-        "loopback": loopback.to_dict() if loopback is not None else None,
-        "fit": fit,
-        "simulated_as": as_run,
-        "validated": within,
-        "held_out_within": held_out_within,
-        "comparison": comparison,
-    }
+    return rows
 
 
 def _from_shared_cluster_run(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from bench.history import main, side_by_side, swept, with_sweep, within
+from bench.history.__main__ import main
+from bench.history.report import side_by_side
+from bench.history.verdicts import swept, with_sweep, within
 from bench.lib.pipeline import STAGES
 from bench.lib.stats import slower_p_value
 from bench.lib.sweep import best_partitions

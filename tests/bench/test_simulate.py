@@ -30,8 +30,10 @@ from bench.simulate.costs import SHUFFLE_FRACTION, CostModel, fit_cost_model, le
 from bench.simulate.decision import StageBytes, decide_region_sizing, forward_group_peers
 from bench.simulate.events import EventLoop
 from bench.simulate.loopback import LoopbackModel, SharedCPU, fit_loopback, ps_rate
+from bench.simulate.phases import region_inputs
+from bench.simulate.policies import PolicySpec
 from bench.simulate.scenarios import SharedClusterSetup, shared_cluster, validate
-from bench.simulate.sim import PolicySpec, Simulation, region_inputs, simulate
+from bench.simulate.sim import Simulation, simulate
 from bench.simulate.tpch import PIPELINED, STAGE_INPUTS
 from bench.simulate.workload import DagRun, DagShape, WorkloadSpec, day_workload, tpch_run
 

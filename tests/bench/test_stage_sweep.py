@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.history import swept
+from bench.history.verdicts import swept
 from bench.stage_sweep import rounds, sweep_doc
 
 
