@@ -28,7 +28,7 @@ PARQUET_ROW_GROUP_BYTES = 128 * MiB
 TASK_COST_BYTES = 2 * MiB
 """A task's fixed cost, counted as the bytes a task reads in the same time (as Spark counts a file's open cost).
 
-Measured by ``bench/skew.py`` (local[2], about 50 MB/s of parquet scan and shuffle write per core): 42
+Measured by ``bench/skew/`` (local[2], about 50 MB/s of parquet scan and shuffle write per core): 42
 scan tasks took about 1.3 s more task time than 9 over the same 299 MB, about 40 ms a task, 2 MB at
 that rate (launch, deserialization and scheduler delay were 15-20 ms of it, the rest the task's reader
 and shuffle-writer set-up)."""

@@ -96,7 +96,7 @@ def scan_facts(
         finest = max(by_parallelism, largest if largest < 2 * row_group_bytes else row_group_bytes)
         groups = row_group_bytes
     # minPartitionNum stays Spark's default (the cores): it applies to every scan of the stage, and set to
-    # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew.py).
+    # the parallelism it cut a small dimension scan into as many tiny tasks (measured, bench/skew/).
     cores = max(1, cores or 1)
     return ScanFacts(
         sizes=sizes,
