@@ -69,7 +69,9 @@ def broken_links(page: Path, root: Path = REPO) -> list[str]:
                 continue
             path_part, _, anchor = target.partition("#")
             where = (page.parent / path_part).resolve() if path_part else page
-            if not where.exists():
+            if not where.is_relative_to(root.resolve()):  # resolves here, but not in a clone of the repository
+                broken.append(f"{page.relative_to(root)}:{number}: {target} (outside the repository)")
+            elif not where.exists():
                 broken.append(f"{page.relative_to(root)}:{number}: {target} (no such file)")
             elif anchor and where.suffix == ".md" and anchor not in anchors(where):
                 broken.append(f"{page.relative_to(root)}:{number}: {target} (no such heading)")
@@ -86,8 +88,12 @@ def test_the_checker_finds_a_broken_file_and_a_broken_anchor(tmp_path: Path) -> 
     page = tmp_path / "page.md"
     page.write_text(
         "# Page\n\n[ok](other.md#a-heading-with-code) [ok](other.md#twice-1) [ok](#page) [web](https://x.org/y)\n"
-        "[gone](missing.md) [bad anchor](other.md#nowhere) `[in code](missing.md)`\n\n"
+        "[gone](missing.md) [bad anchor](other.md#nowhere) `[in code](missing.md)` [out](../elsewhere.md)\n\n"
         "```\n[in a fence](missing.md)\n```\n"
     )
     problems = [problem.split(": ", 1)[1] for problem in broken_links(page, root=tmp_path)]
-    assert problems == ["missing.md (no such file)", "other.md#nowhere (no such heading)"]
+    assert problems == [
+        "missing.md (no such file)",
+        "other.md#nowhere (no such heading)",
+        "../elsewhere.md (outside the repository)",
+    ]
