@@ -105,20 +105,31 @@ def test_the_printed_url_plus_the_token_reaches_the_pool_and_the_127_form_does_n
 
 
 @pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here: nothing can listen on ::1")
-def test_a_squatter_on_ipv6_loopback_gets_the_token_unless_the_pool_holds_its_port_there(
+def test_a_squatter_on_ipv6_loopback_gets_the_token_of_a_pool_that_does_not_hold_its_port_there(
     fake_pool: tuple[int, list[str]],
 ) -> None:
+    """The hazard the guard closes."""
     port, seen = fake_pool
-    url = f"{pool_url(port)}/;token={TOKEN}"
     # gRPC resolves localhost to ::1 as well (even when /etc/hosts does not say so) and tries it first.
     stolen: list[str] = []
     squatter = serve(f"[::1]:{port}", "squatter", stolen)
     try:
-        assert ask(url) == "squatter" and stolen == [f"Bearer {TOKEN}"]  # the hazard the guard closes
+        assert ask(f"{pool_url(port)}/;token={TOKEN}") == "squatter"
+        assert stolen == [f"Bearer {TOKEN}"] and seen == []
     finally:
         squatter.stop(None)
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here: nothing can listen on ::1")
+def test_no_squatter_can_take_ipv6_loopback_while_the_pool_holds_its_port_there(
+    fake_pool: tuple[int, list[str]],
+) -> None:
+    # A port of its own, where nothing listened before: a squatter's closed connection there would keep the
+    # port in TIME_WAIT for a minute, and the guards bind without SO_REUSEADDR (on purpose).
+    port, seen = fake_pool
     guards = hold_localhost(port)
     assert guards is not None and any(g.family == socket.AF_INET6 for g in guards)
+    stolen: list[str] = []
     try:
         with pytest.raises((RuntimeError, OSError), match="bind"):  # grpc: "Failed to bind to address [::1]:..."
             serve(f"[::1]:{port}", "squatter", stolen)
@@ -126,8 +137,8 @@ def test_a_squatter_on_ipv6_loopback_gets_the_token_unless_the_pool_holds_its_po
             other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             other.bind(("::1", port))
         assert taken.value.errno == errno.EADDRINUSE
-        assert ask(url) == "pool"  # refused on ::1 at once, answered on 127.0.0.1
-        assert stolen == [f"Bearer {TOKEN}"] and seen == [f"Bearer {TOKEN}"]
+        assert ask(f"{pool_url(port)}/;token={TOKEN}") == "pool"  # refused on ::1 at once, answered on 127.0.0.1
+        assert stolen == [] and seen == [f"Bearer {TOKEN}"]
     finally:
         for guard in guards:
             guard.close()
