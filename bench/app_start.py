@@ -107,7 +107,10 @@ status = spark.sparkContext._jsc.sc()
 while status.getExecutorMemoryStatus().size() < 2:  # the driver's block manager and one executor's
     time.sleep(0.05)
 backend = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
-(executor,) = [p for p in psutil.process_iter(["cmdline"]) if backend in (p.info["cmdline"] or [])]
+app = spark.sparkContext.applicationId  # this application's executor, not another Spark's on the machine
+(executor,) = [
+    p for p in psutil.process_iter(["cmdline"]) if backend in (p.info["cmdline"] or []) and app in p.info["cmdline"]
+]
 times = executor.cpu_times()
 print("EXECUTOR", times.user + times.system, time.time() - executor.create_time(), flush=True)
 spark.stop()
