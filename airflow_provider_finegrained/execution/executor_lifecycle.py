@@ -8,14 +8,14 @@ runs with dynamic allocation, bounded by the decision:
 
 - ``maxExecutors`` = the planned executors: the application never grows beyond what the capacity step
   granted (a region the gate reduced is sized again on the granted executors, so planned is granted);
-- ``minExecutors`` = ``initialExecutors`` = the minimum-resources floor (0 without one), within the
-  planned executors: a minimum above what the region plans is never asked of Spark, since the capacity
-  gate admitted (and its ledger reserved) only the planned executors, and the region's own minimum at the
-  gate is already capped the same way (``capacity_gate.minimum_slots``); executors are
-  asked for when the first job's tasks wait (``schedulerBacklogTimeout``, 1 s, then doubling each
-  second up to the planned count), not when the application registers; Spark gives back executors down
-  to the floor and grows again to the planned count while tasks are pending (the minimum-resources
-  document);
+- ``minExecutors`` = the minimum-resources floor (0 without one), within the planned executors: a minimum
+  above what the region plans is never asked of Spark, since the capacity gate admitted (and its ledger
+  reserved) only the planned executors, and the region's own minimum at the gate is already capped the
+  same way (``capacity_gate.minimum_slots``); ``initialExecutors`` = the floor, but at least one: that one
+  starts with the application, the others are asked for when the first job's tasks wait
+  (``schedulerBacklogTimeout``, 1 s, then doubling each second up to the planned count); Spark gives back
+  executors down to the floor and grows again to the planned count while tasks are pending (the
+  minimum-resources document);
 - no external shuffle service is assumed, so ``shuffleTracking`` keeps an executor while it holds shuffle
   data of a running job. Once no running job reads it, Spark's default keeps such an executor until the
   driver's garbage collector cleans the shuffle (``spark.cleaner.periodicGC.interval``, 30 min), in
@@ -24,13 +24,16 @@ runs with dynamic allocation, bounded by the decision:
   region is its own query, and a handover read twice is cached);
 - ``executorIdleTimeout`` = ``shuffleTracking.timeout`` = ``planning.capacity.EXECUTOR_IDLE_TIMEOUT_S``.
 
-Why at the first job: a region's driver spends 13 to 15 s between registering and its first job on the
+Why the rest at the first job: a region's driver spends 13 to 15 s between registering and its first job on the
 loopback cluster at a load average of 5 (imports, inputs, the stage's own driver-side code), 40 to 60 s
 at 30. Executors started with the application sat idle through it (24% of the provider's reserved
 core-seconds in the shared-cluster run at load 30), and past the idle timeout Spark released them before
 the first job and the job waited for new ones anyway. Asked for at the first job, an executor's start
-(JVM, registration) follows the driver's own work instead of preceding it: the region's latency is the
-same sum, and nothing is held meanwhile. What it gives up is FLIP-370's even first wave
+(JVM, registration) follows the driver's own work instead of preceding it, and nothing is held meanwhile.
+The first executor is the exception: with none from the start, every region waited the backlog timeout
+and a whole executor start before its first task (about 1 s more per region than ``executors_from=
+"start"``, issue 33); one executor's start overlaps the driver's and costs at most one executor idle
+for the driver's setup. What it gives up is FLIP-370's even first wave
 (``minRegisteredResourcesRatio`` 1.0 cannot wait for executors not yet asked for): the first executors
 take the first tasks; a connection with ``executors_from="start"`` asks for all of them at the start
 (``initialExecutors`` = ``maxExecutors``), and then :func:`starts_on_every_executor` lets the region job
@@ -91,7 +94,9 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_sta
     # count to the minimum would ask Spark for executors the capacity gate never admitted nor reserved.
     ceiling = planned if most is None else min(planned, most)
     least = min(least, ceiling)
-    initial = ceiling if at_start else least
+    # One executor from the start when the floor is 0: its start overlaps the driver's own (about 1 s less
+    # per region than asking at the first job's backlog); minExecutors stays the floor, so it is given back.
+    initial = ceiling if at_start else max(least, min(1, ceiling))
     return {
         f"{_PREFIX}enabled": "true",
         f"{_PREFIX}shuffleTracking.enabled": "true",
@@ -134,7 +139,7 @@ def _enabled(conf: Mapping[str, str]) -> bool:
 def lifecycle_text(conf: Mapping[str, str]) -> str:
     """How the application's executors come and go, for the trace and the UI; empty when they are fixed.
 
-    ``up to 4 from the first job, released when idle 30 s`` (``, 2 kept`` with a minimum), from the
+    ``1 at the start, up to 4 from the first job, released when idle 30 s`` (``, 2 kept`` with a minimum), from the
     application's final settings, so a connection's override shows as it ran.
     """
     if not _enabled(conf):
@@ -151,8 +156,11 @@ def lifecycle_text(conf: Mapping[str, str]) -> str:
         shuffle = _seconds_text(str(shuffle_timeout), bare_unit="ms")
         released = f"released when idle {shuffle}" + (f" ({idle} without shuffle data)" if shuffle != idle else "")
     most = conf.get(f"{_PREFIX}maxExecutors")
-    start = "" if starts_on_every_executor(conf) else " from the first job"
-    text = f"up to {most}{start}, {released}" if most else released
+    initial = _count(conf.get(f"{_PREFIX}initialExecutors"))
+    every = starts_on_every_executor(conf)
+    start = "" if every else " from the first job"
+    first = f"{initial} at the start, " if initial and not every else ""
+    text = f"{first}up to {most}{start}, {released}" if most else released
     least = str(conf.get(f"{_PREFIX}minExecutors", "0")).strip()
     if least not in ("", "0"):
         text += f", {least} kept"

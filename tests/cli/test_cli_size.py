@@ -43,9 +43,9 @@ def test_size_cluster_mode_sets_executors(capsys: pytest.CaptureFixture[str]) ->
     out = size_json(capsys, "--input-bytes", "1g", "--cluster", "--cores", "8", "--memory", "32g")
     conf = out["spark_conf"]
     # 1 GiB / 64 MiB = 16 tasks; 8 cores / 2 per executor = 4 executors, 8 slots, 2 waves. As a run asks for
-    # them: none at the start, up to 4 from the first job (dynamic allocation within the decision).
+    # them: one at the start, up to 4 from the first job (dynamic allocation within the decision).
     assert (conf["spark.dynamicAllocation.maxExecutors"], conf["spark.executor.cores"]) == ("4", "2")
-    assert (conf["spark.executor.instances"], conf["spark.cores.max"]) == ("0", "8")
+    assert (conf["spark.executor.instances"], conf["spark.cores.max"]) == ("1", "8")
     assert out["sizing"]["waves"] == 2
 
 

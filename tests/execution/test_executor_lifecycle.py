@@ -44,17 +44,17 @@ def bounds_of(conf: dict[str, str]) -> tuple[int, int, int]:
 
 
 # (bounds, sizing, expected min, initial, max executors) worked by hand: without a minimum the region
-# keeps none and starts with none (its executors are asked for at the first job), never exceeding its
+# keeps none and starts with one (the others are asked for at the first job), never exceeding its
 # planned executors; a minimum needs ceil(min / per-executor) executors (slots are cores // task_cpus)
 # and starts with them, within the planned count (what the capacity gate admitted); the maximum executors
 # are the planned count, capped by floor(max / per-executor).
 @pytest.mark.parametrize(
     ("bounds", "region", "expected"),
     [
-        pytest.param(ResourceBounds(), sizing(3), (0, 0, 3), id="no-minimum-keeps-none"),
-        pytest.param(ResourceBounds(), sizing(1), (0, 0, 1), id="one-executor"),
-        pytest.param(ResourceBounds(max_slots=4), sizing(2), (0, 0, 2), id="only-a-maximum-above-planned"),
-        pytest.param(ResourceBounds(max_slots=4), sizing(3), (0, 0, 2), id="only-a-maximum-caps-planned"),
+        pytest.param(ResourceBounds(), sizing(3), (0, 1, 3), id="no-minimum-keeps-none-starts-one"),
+        pytest.param(ResourceBounds(), sizing(1), (0, 1, 1), id="one-executor"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(2), (0, 1, 2), id="only-a-maximum-above-planned"),
+        pytest.param(ResourceBounds(max_slots=4), sizing(3), (0, 1, 2), id="only-a-maximum-caps-planned"),
         pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 2, 3), id="min-below-planned"),
         pytest.param(ResourceBounds(min_slots=6), sizing(2), (2, 2, 2), id="min-above-planned-kept-within-it"),
         pytest.param(ResourceBounds(min_slots=6, max_slots=8), sizing(5), (3, 3, 4), id="max-caps-planned"),
@@ -120,6 +120,7 @@ RATIO = "spark.scheduler.minRegisteredResourcesRatio"
 # the first wave waits for all (FLIP-370); by default they come at the first job and nothing waits.
 START = f"up to 4, released when idle {LIFE}"
 FIRST_JOB = f"up to 4 from the first job, released when idle {LIFE}"
+ONE_FIRST = f"1 at the start, {FIRST_JOB}"
 SA = "spark://m:7077"
 ALL_AT_START = {"spark_conf": {f"{DA}initialExecutors": "4"}}
 LOWER_RATIO = {"executors_from": "start", "spark_conf": {RATIO: "0.5"}}
@@ -128,17 +129,19 @@ LOWER_RATIO = {"executors_from": "start", "spark_conf": {RATIO: "0.5"}}
 @pytest.mark.parametrize(
     ("host", "extra", "expected_da", "initial", "ratio", "text"),
     [
-        pytest.param(SA, {}, "true", "0", None, FIRST_JOB, id="standalone"),
-        pytest.param("k8s://https://k:6443", {}, "true", "0", None, FIRST_JOB, id="kubernetes"),
-        pytest.param("yarn", {"min_slots": 2}, "true", "2", None, f"{FIRST_JOB}, 2 kept", id="yarn-minimum"),
-        pytest.param(SA, {"spark_conf": {f"{DA}enabled": "false"}}, "false", "0", "1.0", "", id="conf-turns-it-off"),
+        pytest.param(SA, {}, "true", "1", None, ONE_FIRST, id="standalone"),
+        pytest.param("k8s://https://k:6443", {}, "true", "1", None, ONE_FIRST, id="kubernetes"),
+        pytest.param("yarn", {"min_slots": 2}, "true", "2", None, f"2 at the start, {FIRST_JOB}, 2 kept",
+                     id="yarn-minimum"),
+        pytest.param(SA, {"spark_conf": {f"{DA}enabled": "false"}}, "false", "1", "1.0", "", id="conf-turns-it-off"),
         pytest.param(SA, {"executors_from": "start"}, "true", "4", "1.0", START, id="executors-from-start"),
         pytest.param(SA, ALL_AT_START, "true", "4", "1.0", START, id="conf-starts-on-all"),
         pytest.param(SA, LOWER_RATIO, "true", "4", "0.5", START, id="conf-ratio"),
         pytest.param(
             SA,
             {"spark_conf": {f"{DA}executorIdleTimeout": "1min", f"{DA}shuffleTracking.timeout": "60000"}},
-            "true", "0", None, "up to 4 from the first job, released when idle 60 s", id="conf-sets-the-timeouts",
+            "true", "1", None, "1 at the start, up to 4 from the first job, released when idle 60 s",
+            id="conf-sets-the-timeouts",
         ),
     ],
 )  # fmt: skip
@@ -231,6 +234,6 @@ def test_the_run_page_says_how_the_executors_come_and_go() -> None:
 
     conf = executor_lifecycle_conf(ResourceBounds(), sizing(4))
     row = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4, spark_conf=conf), None, "success")
-    assert row.executors_text == f"4 × 2 cores (up to 4 from the first job, released when idle {LIFE})"
+    assert row.executors_text == f"4 × 2 cores ({ONE_FIRST})"
     fixed = stage_row("wide", None, trace("wide", {"x": 1}, 4, executors=4), None, "success")
     assert fixed.executors_text == "4 × 2 cores"

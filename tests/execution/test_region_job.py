@@ -104,10 +104,10 @@ def test_application_conf_layers_launcher_connection_and_stages() -> None:
     assert conf["spark.yarn.queue"] == "etl" and conf["spark.eventLog.enabled"] == "true"
     assert "spark.sql.shuffle.partitions" not in conf  # session settings are the stage's, not the application's
     assert conf["spark.driver.memory"] == "2048m"
-    # Executors are asked for at the first job (none at the start, up to the planned count), so the driver
-    # does not wait for them to register before it runs.
+    # One executor starts with the application, the rest are asked for at the first job (up to the planned
+    # count), so the driver does not wait for them to register before it runs.
     assert "spark.scheduler.minRegisteredResourcesRatio" not in conf
-    assert conf["spark.executor.instances"] == conf["spark.dynamicAllocation.initialExecutors"] == "0"
+    assert conf["spark.executor.instances"] == conf["spark.dynamicAllocation.initialExecutors"] == "1"
     assert conf["spark.dynamicAllocation.maxExecutors"] == str(sizing.executor_instances)
 
 
