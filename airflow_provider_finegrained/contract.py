@@ -173,6 +173,10 @@ class StageTrace:
     """What the region's decision read (``execution.decision``): the stage's inputs (upstream partition bytes,
     external file sizes), its settings, the region's cluster profile, forward-group values and the application
     settings the launch added (``launch``); ``finegrained explain`` decides again from it."""
+    jvm: dict[str, Any] = field(default_factory=dict)
+    """How the application's JVMs started (``spark.jvm_start.jvm_record``): ``jit`` (``c1`` or ``tiered``)
+    and its ``reason``, and ``archive``: whether the driver and the executors map the class-data archive.
+    Empty for a warm region (the pool's JVMs)."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent by the provider (inputs_s: XCom, commit checks, measuring; decide_s: planning)
     against Spark (submit_s: the region's spark-submit wall time; spark_stage_s: the stage's own work)."""

@@ -73,6 +73,7 @@ def format_explained(
         lines.append(f"\nstage {name} (region {one.region}): {same}")
         lines.append(f"  decided      {one.decided_parallelism} ({one.rule})")
         lines.append(f"  runs with    {one.parallelism}")
+        lines.append(f"  jit          {one.jit}")
         lines.extend(f"  note         {note}" for note in one.sizing_notes)
         lines.extend(f"  {key}  {value}" for key, value in one.spark_conf.items())
     missing = [name for name in results if name not in explained]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_finegrained.cli import cluster, explain, hadoop, report, size, warm
+from airflow_provider_finegrained.cli import class_archive, cluster, explain, hadoop, report, size, warm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +46,7 @@ COMMANDS: tuple[Callable[[Any], None], ...] = (
     cluster.add_parser,
     hadoop.add_parser,
     warm.add_parser,
+    class_archive.add_parser,
 )
 """Each adds one command to an ``add_subparsers()`` object; the ``airflow finegrained`` group reuses them."""
 

@@ -18,6 +18,7 @@ from airflow_provider_finegrained.execution.region_outcome import Failed
 from airflow_provider_finegrained.execution.region_trace import RegionRunFacts, launch_record, stage_trace
 from airflow_provider_finegrained.launchers.base import LaunchResult, LogLike
 from airflow_provider_finegrained.runtime.job import StageStatus
+from airflow_provider_finegrained.spark.jvm_start import jvm_record
 
 __all__ = ["collect_region", "failure_of"]
 
@@ -47,6 +48,7 @@ def collect_region(
             status,
             first=member == members[0],
             launch=launch,
+            jvm=jvm_record(decision.jit, spark_conf[member], warm=facts.carrier.get("mode") == "warm"),
         )
         folder.write_trace(trace)
         traces[member] = trace

@@ -43,9 +43,11 @@ from airflow_provider_finegrained.execution.region_job import StageTaskLike, app
 from airflow_provider_finegrained.execution.region_launch import Submission
 from airflow_provider_finegrained.execution.region_outcome import AwaitApplication, AwaitCapacity, Failed, RegionOutcome
 from airflow_provider_finegrained.execution.region_setup import (
+    HostArchive,
     check_storage_reachable,
     region_decision,
     stage_config,
+    with_jvm_start,
     with_python_env,
 )
 from airflow_provider_finegrained.execution.region_trace import CapacityRecord, RegionRunFacts
@@ -112,6 +114,7 @@ class RegionRunner:
         self._remote: RemoteApplication | None = None
         self._grant: Grant | None = None
         self._killed = False
+        self.host_archive = HostArchive(settings)
         self.record = ApplicationRecord(
             settings,
             self.run.state_store,
@@ -369,7 +372,8 @@ class RegionRunner:
         )
         # Spark's OpenLineage listener (when the user has it) links its events to the leader's task.
         conf = conf | self.report.lineage_conf(conf)
-        return with_python_env(self.settings, self.storage_options, launcher, conf, self.log, self.region)
+        conf = with_python_env(self.settings, self.storage_options, launcher, conf, self.log, self.region)
+        return with_jvm_start(self.settings, decision, conf, self.host_archive.path())
 
     def push_region_info(self, try_number: int) -> None:
         """Where the region's other tasks find its results (the folder of the try whose application ran)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_finegrained.execution.decision import (
@@ -20,6 +21,7 @@ from airflow_provider_finegrained.planning import ClusterProfile, DagPlan, Paral
 from airflow_provider_finegrained.planning.expansion import LearnedExpansion
 from airflow_provider_finegrained.python_env import PackError, python_env_conf, ship_environment
 from airflow_provider_finegrained.python_env.ship import cache_folder, needs_python_env
+from airflow_provider_finegrained.spark.jvm_start import archive_for_this_host, jvm_start
 from airflow_provider_finegrained.spark.submit import spark_home
 from airflow_provider_finegrained.storage.classpath import check_spark_filesystem
 from airflow_provider_finegrained.storage.errors import StorageConfigError
@@ -27,7 +29,14 @@ from airflow_provider_finegrained.storage.errors import StorageConfigError
 if TYPE_CHECKING:
     from airflow_provider_finegrained.settings import ConnectionSettings
 
-__all__ = ["check_storage_reachable", "region_decision", "stage_config", "with_python_env"]
+__all__ = [
+    "HostArchive",
+    "check_storage_reachable",
+    "region_decision",
+    "stage_config",
+    "with_jvm_start",
+    "with_python_env",
+]
 
 
 def stage_config(settings: ConnectionSettings, plan: DagPlan, stage: str) -> ParallelismConfig:
@@ -72,6 +81,7 @@ def region_decision(
             output_format={m: tasks[m].output_format for m in members},
             resource_bounds=settings.resource_bounds(),
             executors_from_start=settings.executors_from == "start",
+            jit=settings.jit,
         ),
     )
 
@@ -106,3 +116,30 @@ def with_python_env(
         log.warning("Region %s runs with the nodes' own Python: %s", region, exc)
         return conf
     return python_env_conf(conf, archive, settings.deploy_mode, sys.executable)
+
+
+def with_jvm_start(
+    settings: ConnectionSettings, decision: RegionDecision, conf: dict[str, str], archive_here: Path | None
+) -> dict[str, str]:
+    """The driver's and executors' Java options with the class-data archive where it can be mapped and the
+    region's JIT (``spark.jvm_start``) first; the user's own options after them, winning."""
+    info = settings.master_info
+    start = jvm_start(
+        settings.class_archive, archive_here, info.kind, info.is_loopback, settings.deploy_mode, decision.jit
+    )
+    return start.conf(conf)
+
+
+class HostArchive:
+    """The class-data archive this host's JVMs map, resolved once per region run: its capacity request, launch
+    and trace all name the same one, even when a background build finishes meanwhile."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self._settings = settings
+        self._found: tuple[Path | None] | None = None
+
+    def path(self) -> Path | None:
+        if self._found is None:
+            settings = self._settings
+            self._found = (archive_for_this_host(settings.class_archive, settings.spark_home, settings.java_home),)
+        return self._found[0]

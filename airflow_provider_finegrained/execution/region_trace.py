@@ -84,9 +84,11 @@ def stage_trace(
     *,
     first: bool,
     launch: Mapping[str, Any] | None = None,
+    jvm: Mapping[str, Any] | None = None,
 ) -> StageTrace:
     """The stage's complete trace: its decided trace plus what the run learnt (``first``: the region's first stage;
-    ``launch``: what the launch put around the decision in ``spark_conf``, :func:`launch_record`)."""
+    ``launch``: what the launch put around the decision in ``spark_conf``, :func:`launch_record`; ``jvm``: how its
+    JVMs started, ``spark.jvm_start.jvm_record``)."""
     execution = dict(facts.carrier)
     if decided.stage in facts.launch.sessions:
         execution["session"] = facts.launch.sessions[decided.stage]
@@ -107,6 +109,7 @@ def stage_trace(
         ended_at=status.ended_at if status else None,
         spark_tasks=status.spark_tasks if status else None,
         timings=timings,
+        jvm=dict(jvm or {}),
         # Lists and dicts of the decided trace are copied, so no two traces share a mutable part.
         consumed_bytes=dict(decided.consumed_bytes),
         broadcast_inputs=list(decided.broadcast_inputs),

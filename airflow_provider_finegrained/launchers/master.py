@@ -55,6 +55,15 @@ class MasterInfo(NamedTuple):
         """Executors run on this machine, started by the submitting process (no cluster deploy mode)."""
         return self.kind in ("local", "local-cluster")
 
+    @property
+    def is_loopback(self) -> bool:
+        """Drivers and executors run on this machine: a local master, or standalone masters on a loopback address."""
+        if self.is_local:
+            return True
+        return self.kind == "standalone" and bool(self.hosts) and all(host in LOOPBACK_HOSTS for host, _ in self.hosts)
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 # Spark's SparkMasterRegex, anchored by fullmatch.
 _LOCAL_N = re.compile(r"local\[(?P<threads>[0-9]+|\*)\]")

@@ -8,6 +8,7 @@ from typing import Any
 from airflow_provider_finegrained.contract import OutputRecord, StageTrace
 from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
 from airflow_provider_finegrained.planning.units import format_bytes
+from airflow_provider_finegrained.spark.jvm_start import jvm_text
 
 __all__ = ["format_trace"]
 
@@ -48,6 +49,7 @@ def format_trace(trace: StageTrace, record: OutputRecord) -> str:
             f"{trace.spark_memory_fraction:.2f}, stage fraction {trace.memory_fraction:.3f}"
             + (f"; {lifecycle}" if (lifecycle := lifecycle_text(trace.spark_conf)) else ""),
         ),
+        ("jvm", jvm_text(trace.jvm) or "-"),
         ("capacity", _capacity_line(trace.capacity)),
         ("carrier", _execution_line(trace.execution)),
         ("spark ran", _tasks_line(trace.spark_tasks)),

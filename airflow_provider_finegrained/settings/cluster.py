@@ -14,6 +14,7 @@ from pydantic import Field
 
 from airflow_provider_finegrained.launchers.master import MASTER_FORMS, MasterInfo, MasterKind
 from airflow_provider_finegrained.launchers.master import parse_master as _parse_master_url
+from airflow_provider_finegrained.planning.jit import JIT_CHOICES
 from airflow_provider_finegrained.secrets import is_secret_key
 from airflow_provider_finegrained.settings import coercion
 from airflow_provider_finegrained.settings.coercion import ConnectionSettingsError, FrozenConf, fail
@@ -163,6 +164,32 @@ class ClusterSettings(SettingsModel):
             "spark.pyspark.python), unless spark_conf sets spark.pyspark.python; 'off' leaves the nodes' own Python.",
             "auto",
             choices=PYTHON_ENVS,
+        ),
+    ] = "auto"
+    class_archive: Annotated[
+        str,
+        string(
+            "Class-data archive",
+            "Whether the JVMs the provider starts map Spark's classes from a class-data archive instead of loading "
+            "them from the jars again (docs/cold-start.md). 'auto': the archive this worker makes once per Spark "
+            "install and Java (in the background, the first time a region runs), for the JVMs on this host (the "
+            "spark-submit driver, local mode, the warm pool) and a loopback standalone cluster's executors and "
+            "drivers; 'off': none; a path: an archive at that path on every host that runs a driver or executor "
+            "(made there with 'finegrained class-archive --output PATH'). Not for YARN's containers.",
+            "auto",
+            values="auto, off or an absolute path",
+            check=coercion.auto_off_or_path,
+        ),
+    ] = "auto"
+    jit: Annotated[
+        Literal["auto", "c1", "tiered"],
+        choice(
+            "JIT compilers",
+            "What a region's driver and executors compile with: 'c1' alone starts faster and runs slower code, "
+            "'tiered' (the JVM's default) adds C2 for long CPU-bound work; 'auto' chooses per region from the "
+            "bytes its stages read per task slot (docs/cold-start.md).",
+            "auto",
+            choices=JIT_CHOICES,
         ),
     ] = "auto"
     history_server_url: Annotated[

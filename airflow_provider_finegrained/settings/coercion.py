@@ -168,6 +168,17 @@ def absolute_path(where: str, raw: object) -> str:
     return os.path.normpath(path)
 
 
+def auto_off_or_path(where: str, raw: object) -> str:
+    """``auto``, ``off`` (any case) or an absolute path."""
+    value = text(where, raw)
+    if value.lower() in ("auto", "off"):
+        return value.lower()
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path):
+        fail(f"{where}: {shown(raw)} is not auto, off or an absolute path; allowed: auto, off, /path/to/spark.jsa")
+    return os.path.normpath(path)
+
+
 def storage_root(where: str, raw: object) -> str:
     value = text(where, raw)
     if URL_SCHEME.match(value):

@@ -275,6 +275,10 @@ def spark_submit_command(
         yield build_spark_submit_command(request, spark_home, properties_file=path)
 
 
+LAUNCHER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""What spark-submit's launcher JVM (``org.apache.spark.launcher.Main``) starts with (``SPARK_LAUNCHER_OPTS``)."""
+
+
 def build_spark_submit_env(
     request: SubmitRequest,
     base: Mapping[str, str] | None = None,
@@ -292,6 +296,8 @@ def build_spark_submit_env(
     # bin/spark-submit execs $SPARK_HOME/bin/spark-class, so SPARK_HOME must name the same
     # installation as the script in the command, whatever the base environment says.
     env["SPARK_HOME"] = _spark_home(spark_home)
+    # spark-class's launcher JVM lives under a second: C1 alone (spark.jvm_start); a user's own value wins.
+    env.setdefault("SPARK_LAUNCHER_OPTS", LAUNCHER_JAVA_OPTIONS)
     if request.deploy_mode == "client":
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if is_local_master(request.master):

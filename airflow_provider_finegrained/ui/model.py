@@ -15,6 +15,7 @@ from typing import Any
 from airflow_provider_finegrained.execution.executor_lifecycle import lifecycle_text
 from airflow_provider_finegrained.planning.history import run_from_trace
 from airflow_provider_finegrained.planning.units import format_bytes
+from airflow_provider_finegrained.spark.jvm_start import jvm_text
 
 # The keys of a trace's spark_conf never reach a page: it is redacted already, but the page has no use for it.
 _HIDDEN_TRACE_KEYS = frozenset({"spark_conf", "config"})
@@ -71,6 +72,8 @@ class StageRow:
     """The in-region consumer whose Spark jobs ran this stage's plan (an in-memory handover)."""
     executors_lifecycle: str = ""
     """How the region's executors come and go (``up to 4, released when idle 30 s``); empty when fixed."""
+    jvm: str = ""
+    """How its JVMs started (``spark.jvm_start.jvm_text``: the JIT and why, the class-data archive); empty warm."""
 
     @property
     def learned_text(self) -> str:
@@ -233,6 +236,7 @@ def stage_row(
         sizing_notes=[str(n) for n in t.get("sizing_notes") or []],
         runs_in=str(t["runs_in"]) if t.get("runs_in") else None,
         executors_lifecycle=lifecycle_text(t.get("spark_conf") or {}),
+        jvm=jvm_text(t.get("jvm") or {}),
     )
 
 

@@ -127,8 +127,9 @@ def _run_row(row: StageRow, highlight: bool) -> str:
         )
     carrier = cell("–")
     if row.carrier:
-        # Warm (a session of the pool) or cold (an application of its own); why, on hover.
-        carrier = f"<td><span class='carrier' title='{escape(row.carrier_reason)}'>{escape(row.carrier)}</span></td>"
+        # Warm (a session of the pool) or cold (an application of its own); why, and how its JVMs started, on hover.
+        why = row.carrier_reason + (f" · JVMs: {row.jvm}" if row.jvm else "")
+        carrier = f"<td><span class='carrier' title='{escape(why)}'>{escape(row.carrier)}</span></td>"
     style = " style='background:#fef9c3'" if highlight else ""
     return (
         f"<tr data-stage='{escape(row.stage)}'{style}>"

@@ -18,6 +18,7 @@ from airflow_provider_finegrained.planning.capacity import (
     check_resource_stability,
 )
 from airflow_provider_finegrained.secrets import REDACTION_REGEX_CONF, spark_redaction_regex
+from airflow_provider_finegrained.spark.jvm_start import archive_for_this_host, jvm_start
 from airflow_provider_finegrained.spark.properties_file import split_secret_conf
 from airflow_provider_finegrained.spark.submit import spark_submit_path, without_connect_client
 from airflow_provider_finegrained.storage.hadoop_conf import spark_hadoop_conf
@@ -29,7 +30,6 @@ FOLDER_CONF = "spark.finegrained.warm.folder"
 """Carried on the JVM's command line so a server left behind can be recognised as this pool's."""
 HOST = "127.0.0.1"
 GPU_CONF = "spark.executor.resource.gpu.amount"
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 class WarmPoolConfigError(ValueError):
@@ -93,10 +93,7 @@ def free_port() -> int:
 
 def is_loopback_master(settings: Any) -> bool:
     """Local masters, or standalone masters on this machine's loopback address."""
-    info = settings.master_info
-    if info.kind in ("local", "local-cluster"):
-        return True
-    return info.kind == "standalone" and all(host in _LOOPBACK for host, _ in info.hosts)
+    return bool(settings.master_info.is_loopback)
 
 
 def _memory(value: int) -> str:
@@ -154,6 +151,11 @@ def server_conf(
     )
     if not settings.adaptive_query_execution:
         conf["spark.sql.adaptive.enabled"] = "false"
+    # The pool's JVMs map the class-data archive where they can (spark.jvm_start); its JIT stays tiered: a
+    # pool lives for hours, long enough for C2 to pay back.
+    info = settings.master_info
+    here = archive_for_this_host(settings.class_archive, settings.spark_home, settings.java_home)
+    conf = jvm_start(settings.class_archive, here, info.kind, info.is_loopback, "client", None).conf(conf)
     if not shape.local:
         conf.update(
             {

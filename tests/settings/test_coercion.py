@@ -102,6 +102,7 @@ BAD_STRINGS: dict[str, Any] = {
     "storage_conn_id": "no spaces allowed",
     "gpu_discovery_script": "gpus.sh",
     "warm_pool": "on",
+    "class_archive": "relative/spark.jsa",
 }
 
 

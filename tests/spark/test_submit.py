@@ -12,6 +12,7 @@ import pytest
 from airflow_provider_finegrained.spark import standalone_driver
 from airflow_provider_finegrained.spark.java import SparkEnvironmentError
 from airflow_provider_finegrained.spark.submit import (
+    LAUNCHER_JAVA_OPTIONS,
     SubmitRequest,
     build_spark_submit_command,
     build_spark_submit_env,
@@ -423,7 +424,14 @@ def test_submit_env(fake_home: str) -> None:
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LAUNCHER_OPTS": LAUNCHER_JAVA_OPTIONS,  # spark-class's launcher JVM: C1 alone
     }
+
+
+def test_a_users_own_launcher_options_win(fake_home: str) -> None:
+    request = SubmitRequest(application="a.py", master="local[2]")
+    env = build_spark_submit_env(request, base={"SPARK_LAUNCHER_OPTS": "-Xmx256m"}, spark_home=fake_home)
+    assert env["SPARK_LAUNCHER_OPTS"] == "-Xmx256m"
 
 
 def test_submit_env_for_a_remote_cluster_leaves_the_python_of_workers_alone(fake_home: str) -> None:
@@ -431,4 +439,8 @@ def test_submit_env_for_a_remote_cluster_leaves_the_python_of_workers_alone(fake
         application="a.py", master="spark://h:7077", env={"PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python"}
     )
     env = build_spark_submit_env(request, base={}, spark_home=fake_home)
-    assert env == {"SPARK_HOME": fake_home, "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python"}
+    assert env == {
+        "SPARK_HOME": fake_home,
+        "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python",
+        "SPARK_LAUNCHER_OPTS": LAUNCHER_JAVA_OPTIONS,
+    }

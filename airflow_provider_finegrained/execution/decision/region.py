@@ -245,6 +245,7 @@ def _region_record(
         "adaptive_query_execution": settings.adaptive_query_execution,
         "resource_bounds": None if bounds is None else asdict(bounds),
         "executors_from_start": settings.executors_from_start,
+        "jit": settings.jit,
         "configs": {stage: asdict(config) for stage, config in configs.items()},
     }
 

@@ -31,6 +31,8 @@ class Explained:
     parallelism: int
     spark_conf: Mapping[str, str]
     sizing_notes: tuple[str, ...]
+    jit: str = ""
+    """The region's JIT and why (``planning.jit``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class Explained:
             "parallelism": self.parallelism,
             "spark_conf": dict(self.spark_conf),
             "sizing_notes": list(self.sizing_notes),
+            "jit": self.jit,
         }
 
 
@@ -56,7 +59,7 @@ def redecide_run(plan: DagPlan, recorded: Mapping[str, Mapping[str, Any]]) -> di
             conf = traced_spark_conf(decision, member, recorded[member].get("launch") or {})
             explained[member] = Explained(
                 member, region, stage.decided_parallelism, stage.rule, stage.parallelism, conf,
-                tuple(stage.trace.sizing_notes),
+                tuple(stage.trace.sizing_notes), f"{decision.jit.compiler}: {decision.jit.reason}",
             )  # fmt: skip
     return explained
 
@@ -73,6 +76,7 @@ def redecide_region(plan: DagPlan, region: str, recorded: Mapping[str, Mapping[s
         output_format={m: str(recorded[m].get("output_format") or "parquet") for m in members},
         resource_bounds=None if bounds is None else ResourceBounds(**bounds),
         executors_from_start=bool(shared.get("executors_from_start")),
+        jit=str(shared.get("jit") or "auto"),
     )
     learned = {m: LearnedExpansion(**recorded[m]["learned"]) for m in members if recorded[m].get("learned")}
     return decide_region(

@@ -32,6 +32,8 @@ class DecisionSettings:
     """The minimum and maximum resources, for the executors' lifecycle; None: no dynamic allocation set."""
     executors_from_start: bool = False
     """Ask for every executor when the application starts (``executors_from="start"``)."""
+    jit: str = "auto"
+    """The region's JVMs' compilers: ``auto`` (by the bytes per slot, ``planning.jit``), ``c1`` or ``tiered``."""
 
     def sql_conf(self, stage: str) -> dict[str, str]:
         """The stage's own session settings: the ``spark.sql.*`` keys of its ``spark_conf``."""

@@ -15,6 +15,7 @@ from airflow_provider_finegrained.contract import StageTrace
 from airflow_provider_finegrained.execution.decision.session import DecisionSettings
 from airflow_provider_finegrained.execution.executor_lifecycle import executor_lifecycle_conf
 from airflow_provider_finegrained.planning import ClusterProfile, RegionSizing, ResourceSpec
+from airflow_provider_finegrained.planning.jit import JitDecision, decide_jit
 from airflow_provider_finegrained.planning.stage_sizing import StageSizing
 
 
@@ -73,6 +74,16 @@ class RegionDecision:
     def traces(self) -> dict[str, StageTrace]:
         """Each stage's decided trace (a new dict; the traces are frozen)."""
         return {name: stage.trace for name, stage in self.stages.items()}
+
+    @property
+    def read_bytes(self) -> int:
+        """What the region's stages read in all: every stage's consumed bytes (its inputs, as decided from)."""
+        return sum(sum(stage.trace.consumed_bytes.values()) for stage in self.stages.values())
+
+    @property
+    def jit(self) -> JitDecision:
+        """The compilers its JVMs run (``planning.jit``): from the bytes read per task slot unless set."""
+        return decide_jit(self.settings.jit, self.read_bytes, max(1, self.sizing.slots))
 
     def session_conf(self, stage: str) -> dict[str, str]:
         return dict(self.stages[stage].session_conf)

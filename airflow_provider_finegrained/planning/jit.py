@@ -1,0 +1,57 @@
+"""Which just-in-time compilers a region's JVMs run: C1 alone, or C1 then C2 (the JVM's default, tiered).
+
+A region's application lives from seconds to hours. C2 compiles the hot code into the fastest machine
+code, but its compiler threads take CPU from the tasks for the JVM's first tens of seconds; C1 alone
+compiles quickly into slower code. So C1 alone wins where a JVM has little work (its whole life is the
+warm-up) and loses on long CPU-bound work. The work a JVM gets is estimated, before it starts, as the
+bytes the region's stages read per task slot; below :data:`C1_MAX_BYTES_PER_SLOT` the region's JVMs run
+C1 alone. The limit comes from ``python -m bench cold-start`` (docs/benchmarks/cold-start.md). Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from airflow_provider_finegrained.planning.units import format_bytes
+
+Compiler = Literal["c1", "tiered"]
+JIT_CHOICES: Final = ("auto", "c1", "tiered")
+
+C1_MAX_BYTES_PER_SLOT: Final = 64 * 2**20
+"""Read per task slot at or below which C1 alone is chosen (``bench cold-start``)."""
+
+
+@dataclass(frozen=True)
+class JitDecision:
+    """The compilers of a region's JVMs, and why."""
+
+    compiler: Compiler
+    reason: str
+
+    @property
+    def java_options(self) -> tuple[str, ...]:
+        """The JVM flags that make it so (none for tiered: the JVM's default)."""
+        return ("-XX:TieredStopAtLevel=1",) if self.compiler == "c1" else ()
+
+
+def decide_jit(setting: str, read_bytes: int, slots: int, limit: int = C1_MAX_BYTES_PER_SLOT) -> JitDecision:
+    """The JIT of a region that reads ``read_bytes`` in all on ``slots`` task slots.
+
+    ``setting`` is the connection's ``jit``: ``c1`` or ``tiered`` as given, ``auto`` by the bytes per slot.
+    Raises ValueError for another setting, negative bytes, or fewer than one slot.
+    """
+    if setting not in JIT_CHOICES:
+        raise ValueError(f"jit: {setting!r} is not one of {', '.join(JIT_CHOICES)}")
+    if read_bytes < 0 or slots < 1:
+        raise ValueError(f"jit: needs bytes >= 0 and at least one slot, got {read_bytes} bytes on {slots} slots")
+    if setting != "auto":
+        return JitDecision(setting, f"jit={setting} set on the connection")  # type: ignore[arg-type]
+    per_slot = read_bytes // slots
+    side = "<=" if per_slot <= limit else ">"
+    compiler: Compiler = "c1" if per_slot <= limit else "tiered"
+    return JitDecision(
+        compiler,
+        f"{format_bytes(per_slot)} read per slot ({format_bytes(read_bytes)} on {slots}) {side} "
+        f"{format_bytes(limit)}: {'C1 alone' if compiler == 'c1' else 'C1 then C2 (tiered)'}",
+    )
