@@ -21,6 +21,6 @@ def sized_decision(sizing: RegionSizing, settings: ConnectionSettings) -> Region
         settings=DecisionSettings(
             adaptive_query_execution=settings.adaptive_query_execution,
             resource_bounds=settings.resource_bounds(),
-            executors_from_start=settings.executors_from == "start",
+            executors_from=settings.executors_from,
         ),
     )

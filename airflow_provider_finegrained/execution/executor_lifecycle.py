@@ -30,14 +30,15 @@ at 30. Executors started with the application sat idle through it (24% of the pr
 core-seconds in the shared-cluster run at load 30), and past the idle timeout Spark released them before
 the first job and the job waited for new ones anyway. Asked for at the first job, an executor's start
 (JVM, registration) follows the driver's own work instead of preceding it, and nothing is held meanwhile.
-The first executor is the exception: with none from the start, every region waited the backlog timeout
-and a whole executor start before its first task (about 1 s more per region than ``executors_from=
-"start"``, issue 33); one executor's start overlaps the driver's and costs at most one executor idle
-for the driver's setup. What it gives up is FLIP-370's even first wave
-(``minRegisteredResourcesRatio`` 1.0 cannot wait for executors not yet asked for): the first executors
-take the first tasks; a connection with ``executors_from="start"`` asks for all of them at the start
-(``initialExecutors`` = ``maxExecutors``), and then :func:`starts_on_every_executor` lets the region job
-wait for every one before the first tasks.
+The first executor is the exception (``executors_from="one_at_start"``, the default): with none from the
+start, every region waited the backlog timeout and a whole executor start before its first task (about 1 s
+more per region than ``executors_from="start"``, issue 33); one executor's start overlaps the driver's and
+costs at most one executor idle for the driver's setup. ``executors_from="first_job"`` asks for none before
+the first job, for a shared cluster so loaded that the driver's setup is long. What it gives up is
+FLIP-370's even first wave (``minRegisteredResourcesRatio`` 1.0 cannot wait for executors not yet asked
+for): the first executors take the first tasks; a connection with ``executors_from="start"`` asks for all
+of them at the start (``initialExecutors`` = ``maxExecutors``), and then :func:`starts_on_every_executor`
+lets the region job wait for every one before the first tasks.
 
 Why one timeout: on Spark 4.3 with AQE, an executor whose map output a finished query wrote was released
 after ``executorIdleTimeout`` (15 s released it; with 60 s and a 5 s shuffle timeout nothing was
@@ -74,12 +75,15 @@ from airflow_provider_finegrained.planning.capacity import (
 _PREFIX = "spark.dynamicAllocation."
 
 
-def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_start: bool = False) -> dict[str, str]:
+def executor_lifecycle_conf(
+    bounds: ResourceBounds, sizing: RegionSizing, starts: str = "one_at_start"
+) -> dict[str, str]:
     """Dynamic-allocation settings of a region's application on a cluster; none in local mode.
 
     ``bounds``: the connection's minimum and maximum resources; ``sizing``: the region as the capacity gate
-    admitted it (its ``executor_instances`` are never exceeded). ``at_start`` (the connection's
-    ``executors_from="start"``): ask for every executor when the application starts, not at the first job.
+    admitted it (its ``executor_instances`` are never exceeded). ``starts`` (the connection's ``executors_from``):
+    ``one_at_start`` one executor when the application starts, the others at the first job; ``first_job`` none
+    before the first job; ``start`` every executor when the application starts.
     Raises ValueError (with the numbers) when the bounds cannot both hold in whole executors of the region's
     shape.
     """
@@ -96,7 +100,7 @@ def executor_lifecycle_conf(bounds: ResourceBounds, sizing: RegionSizing, at_sta
     least = min(least, ceiling)
     # One executor from the start when the floor is 0: its start overlaps the driver's own (about 1 s less
     # per region than asking at the first job's backlog); minExecutors stays the floor, so it is given back.
-    initial = ceiling if at_start else max(least, min(1, ceiling))
+    initial = {"start": ceiling, "first_job": least}.get(starts, max(least, min(1, ceiling)))
     return {
         f"{_PREFIX}enabled": "true",
         f"{_PREFIX}shuffleTracking.enabled": "true",

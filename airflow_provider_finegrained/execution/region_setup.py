@@ -80,7 +80,7 @@ def region_decision(
             stage_spark_conf={m: {k: str(v) for k, v in tasks[m].spark_conf.items()} for m in members},
             output_format={m: tasks[m].output_format for m in members},
             resource_bounds=settings.resource_bounds(),
-            executors_from_start=settings.executors_from == "start",
+            executors_from=settings.executors_from,
             jit=settings.jit,
         ),
     )

@@ -14,7 +14,7 @@ from airflow_provider_finegrained.settings.model import SettingsModel
 
 MiB: Final = 2**20
 GiB: Final = 2**30
-EXECUTOR_STARTS: Final = ("first_job", "start")
+EXECUTOR_STARTS: Final = ("one_at_start", "first_job", "start")
 """``executors_from``: when a region's application on a cluster asks for its executors."""
 ADMISSIONS: Final = ("fit_now", "cluster_queue")
 """``admission``: how a region on a cluster is let in (``planning.capacity``'s two decisions)."""
@@ -173,16 +173,18 @@ class ResourceSettings(SettingsModel):
         ),
     ] = 10.0
     executors_from: Annotated[
-        Literal["first_job", "start"],
+        Literal["one_at_start", "first_job", "start"],
         choice(
             "Executors from",
-            "When a region's application on a cluster asks for its executors: 'first_job' when its first job's "
-            "tasks wait (none idle while the driver starts); 'start' all at once when it starts, the first wave "
-            "waiting for every one (FLIP-370's even first wave, at the cost of executors idle meanwhile).",
-            "first_job",
+            "When a region's application on a cluster asks for its executors: 'one_at_start' one when it starts "
+            "(its start overlapping the driver's), the others when its first job's tasks wait; 'first_job' none "
+            "before the first job's tasks wait (none idle while the driver starts: for a busy shared cluster); "
+            "'start' all at once when it starts, the first wave waiting for every one (FLIP-370's even first "
+            "wave, at the cost of executors idle meanwhile). A minimum (min_*) is asked for at the start always.",
+            "one_at_start",
             choices=EXECUTOR_STARTS,
         ),
-    ] = "first_job"
+    ] = "one_at_start"
     admission: Annotated[
         Literal["fit_now", "cluster_queue"],
         choice(

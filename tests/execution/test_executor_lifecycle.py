@@ -91,10 +91,26 @@ def test_cluster_regions_run_with_dynamic_allocation_bounded_by_the_decision(
 def test_executors_from_start_asks_for_every_executor_at_the_start(
     bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
 ) -> None:
-    conf = executor_lifecycle_conf(bounds, region, at_start=True)
+    conf = executor_lifecycle_conf(bounds, region, "start")
     assert bounds_of(conf) == expected
     assert conf["spark.executor.instances"] == str(expected[1])
     assert starts_on_every_executor(conf)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "region", "expected"),
+    [
+        pytest.param(ResourceBounds(), sizing(3), (0, 0, 3), id="no-minimum-none-at-the-start"),
+        pytest.param(ResourceBounds(min_slots=4), sizing(3), (2, 2, 3), id="a-minimum-is-asked-for-at-the-start"),
+    ],
+)
+def test_executors_from_the_first_job_asks_for_none_before_it(
+    bounds: ResourceBounds, region: RegionSizing, expected: tuple[int, int, int]
+) -> None:
+    conf = executor_lifecycle_conf(bounds, region, "first_job")
+    assert bounds_of(conf) == expected
+    assert conf["spark.executor.instances"] == str(expected[1])
+    assert not starts_on_every_executor(conf)
 
 
 def test_local_mode_has_no_executors_to_give_back() -> None:

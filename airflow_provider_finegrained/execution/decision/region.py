@@ -244,7 +244,7 @@ def _region_record(
         "written": sorted(written),
         "adaptive_query_execution": settings.adaptive_query_execution,
         "resource_bounds": None if bounds is None else asdict(bounds),
-        "executors_from_start": settings.executors_from_start,
+        "executors_from": settings.executors_from,
         "jit": settings.jit,
         "configs": {stage: asdict(config) for stage, config in configs.items()},
     }

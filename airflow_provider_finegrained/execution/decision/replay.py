@@ -75,7 +75,10 @@ def redecide_region(plan: DagPlan, region: str, recorded: Mapping[str, Mapping[s
         stage_spark_conf={m: dict(recorded[m].get("sql_conf") or {}) for m in members},
         output_format={m: str(recorded[m].get("output_format") or "parquet") for m in members},
         resource_bounds=None if bounds is None else ResourceBounds(**bounds),
-        executors_from_start=bool(shared.get("executors_from_start")),
+        # Runs recorded before executors_from was recorded: a bool, and no executor before the first job.
+        executors_from=str(
+            shared.get("executors_from") or ("start" if shared.get("executors_from_start") else "first_job")
+        ),
         jit=str(shared.get("jit") or "auto"),
     )
     learned = {m: LearnedExpansion(**recorded[m]["learned"]) for m in members if recorded[m].get("learned")}

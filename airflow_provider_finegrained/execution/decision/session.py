@@ -30,8 +30,8 @@ class DecisionSettings:
     """Each stage's output format (default parquet), for its writer options."""
     resource_bounds: ResourceBounds | None = None
     """The minimum and maximum resources, for the executors' lifecycle; None: no dynamic allocation set."""
-    executors_from_start: bool = False
-    """Ask for every executor when the application starts (``executors_from="start"``)."""
+    executors_from: str = "one_at_start"
+    """When the executors are asked for (``one_at_start``, ``first_job`` or ``start``: ``executor_lifecycle``)."""
     jit: str = "auto"
     """The region's JVMs' compilers: ``auto`` (by the bytes per slot, ``planning.jit``), ``c1`` or ``tiered``."""
 

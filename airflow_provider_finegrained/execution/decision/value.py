@@ -96,6 +96,6 @@ class RegionDecision:
         conf = self.sizing.application_conf()
         if self.settings.resource_bounds is not None:
             conf.update(
-                executor_lifecycle_conf(self.settings.resource_bounds, self.sizing, self.settings.executors_from_start)
+                executor_lifecycle_conf(self.settings.resource_bounds, self.sizing, self.settings.executors_from)
             )
         return conf
