@@ -67,5 +67,5 @@ def _action(add_parser: Callable[[Any], None]) -> ActionCommand:
 
 
 def get_cli_commands() -> list[CLICommand]:
-    """The ``airflow finegrained`` group: plan, size, report, explain, cluster, hadoop and warm."""
+    """The ``airflow finegrained`` group: plan, size, report, explain, cluster, hadoop, warm and class-archive."""
     return [GroupCommand(name=GROUP, help=GROUP_HELP, subcommands=[_action(add) for add in COMMANDS])]

@@ -18,7 +18,7 @@ from airflow_provider_finegrained.get_provider_info import get_provider_info
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "dags_examples" / "tpch_plan.py"
-COMMANDS = ["cluster", "explain", "hadoop", "plan", "report", "size", "warm"]
+COMMANDS = ["class-archive", "cluster", "explain", "hadoop", "plan", "report", "size", "warm"]
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
