@@ -53,6 +53,9 @@ EXPERIMENTS: dict[str, Experiment] = {
     "app-start": Experiment(
         "bench.app_start", "an application's and an executor's start on this machine (the simulator's costs)"
     ),
+    "cold-start": Experiment(
+        "bench.cold_start", "the TPC-H example's cold starts: each part of the provider's JVM start alone and together"
+    ),
     "simulate": Experiment(
         "bench.simulate.__main__",
         "the simulator: a shared cluster at 1,000 nodes, validated against shared-cluster's measurements",
