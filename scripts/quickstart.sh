@@ -21,6 +21,9 @@ DATA="$QS/tpch/sf$SCALE"
 echo "== TPC-H tables at scale factor $SCALE in $DATA"
 python dags_examples/tpch_data.py --scale "$SCALE" --out "$DATA"
 
+echo "== Class-data archive of Spark's classes, for faster JVM starts (once per Spark and Java; docs/cold-start.md)"
+python -m airflow_provider_finegrained class-archive
+
 echo "== Parse-time plan of tpch_pipeline"
 python -m airflow_provider_finegrained plan dags_examples/tpch_pipeline.py 2>/dev/null
 
