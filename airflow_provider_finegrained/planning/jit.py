@@ -52,6 +52,5 @@ def decide_jit(setting: str, read_bytes: int, slots: int, limit: int = C1_MAX_BY
     compiler: Compiler = "c1" if per_slot <= limit else "tiered"
     return JitDecision(
         compiler,
-        f"{format_bytes(per_slot)} read per slot ({format_bytes(read_bytes)} on {slots}) {side} "
-        f"{format_bytes(limit)}: {'C1 alone' if compiler == 'c1' else 'C1 then C2 (tiered)'}",
+        f"{format_bytes(per_slot)} read per slot ({format_bytes(read_bytes)} on {slots}) {side} {format_bytes(limit)}",
     )

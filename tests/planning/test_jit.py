@@ -13,14 +13,14 @@ MiB = 2**20
 @pytest.mark.parametrize(
     ("setting", "read", "slots", "compiler", "reason"),
     [
-        ("auto", 0, 1, "c1", "0 B read per slot (0 B on 1) <= 64.0 MiB: C1 alone"),
-        ("auto", 64 * MiB, 1, "c1", "64.0 MiB read per slot (64.0 MiB on 1) <= 64.0 MiB: C1 alone"),
-        ("auto", 64 * MiB + 1, 1, "tiered", "64.0 MiB read per slot (64.0 MiB on 1) > 64.0 MiB: C1 then C2 (tiered)"),
+        ("auto", 0, 1, "c1", "0 B read per slot (0 B on 1) <= 64.0 MiB"),
+        ("auto", 64 * MiB, 1, "c1", "64.0 MiB read per slot (64.0 MiB on 1) <= 64.0 MiB"),
+        ("auto", 64 * MiB + 1, 1, "tiered", "64.0 MiB read per slot (64.0 MiB on 1) > 64.0 MiB"),
         # 1 GiB on 16 slots is exactly the limit per slot; on 15 it is over.
-        ("auto", 1024 * MiB, 16, "c1", "64.0 MiB read per slot (1.0 GiB on 16) <= 64.0 MiB: C1 alone"),
-        ("auto", 1024 * MiB, 15, "tiered", "68.3 MiB read per slot (1.0 GiB on 15) > 64.0 MiB: C1 then C2 (tiered)"),
+        ("auto", 1024 * MiB, 16, "c1", "64.0 MiB read per slot (1.0 GiB on 16) <= 64.0 MiB"),
+        ("auto", 1024 * MiB, 15, "tiered", "68.3 MiB read per slot (1.0 GiB on 15) > 64.0 MiB"),
         # One huge input on one slot: tiered, whatever else the region reads.
-        ("auto", 10 * 1024**3, 1, "tiered", "10.0 GiB read per slot (10.0 GiB on 1) > 64.0 MiB: C1 then C2 (tiered)"),
+        ("auto", 10 * 1024**3, 1, "tiered", "10.0 GiB read per slot (10.0 GiB on 1) > 64.0 MiB"),
         ("c1", 10 * 1024**3, 1, "c1", "jit=c1 set on the connection"),
         ("tiered", 0, 4, "tiered", "jit=tiered set on the connection"),
     ],
