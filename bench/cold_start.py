@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)
-    if unknown:
+    if unknown or not variants:
         raise SystemExit(f"unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
     import sys
 
@@ -216,16 +216,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         (home / "dags" / name).write_text((EXAMPLES / name).read_text())
     migrate(airflow_env(home))
     cluster = start_cluster(args.work / "spark", args.workers, args.cores, "3g")
-    runs = []
+    runs: list[dict[str, Any]] = []
     try:
         for name in order(variants, args.rounds):
             runs.append(run_once(name, home, cluster, data, args.workers * args.cores))
             print(json.dumps({k: v for k, v in runs[-1].items() if k != "answers"}), flush=True)
+            doc = {"command": command_line("cold-start", argv), "scale": args.scale, "machine": machine_info(),
+                   "cluster": f"{args.workers} workers x {args.cores} core(s)", "summary": summary(runs, variants),
+                   "runs": [{k: v for k, v in r.items() if k != "answers"} for r in runs]}  # fmt: skip
+            write_results(RESULTS / f"{args.output}.json", doc, markdown(doc))  # after every run: a stop keeps them
     finally:
         cluster.stop()
-    doc = {"command": command_line("cold-start", argv), "scale": args.scale, "machine": machine_info(),
-           "cluster": f"{args.workers} workers x {args.cores} core(s)", "summary": summary(runs, variants),
-           "runs": [{k: v for k, v in r.items() if k != "answers"} for r in runs]}  # fmt: skip
     print(markdown(doc))
-    write_results(RESULTS / f"{args.output}.json", doc, markdown(doc))
     return 0

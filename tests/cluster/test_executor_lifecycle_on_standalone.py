@@ -144,7 +144,11 @@ def test_a_region_gives_back_the_executors_its_narrow_stage_leaves_idle_and_answ
     alive_at_end = [e for e, at in added.items() if at < app["last_job_end"] and e not in removed]
     assert len(alive_at_end) == 1, (app, added, removed)
     last_wave = [e for e, (at, _) in removed.items() if at > app["first_job"]]
-    assert len(last_wave) >= len(added) - 1, (app, added, removed)
+    # The executor asked for with the application may go idle before the first job on a busy machine (a driver
+    # setup longer than the idle timeout, docs/cluster.md); none other goes before it.
+    early = [e for e, (at, _) in removed.items() if at <= app["first_job"]]
+    assert len(early) <= 1, (app, added, removed)
+    assert len(last_wave) >= len(added) - 1 - len(early), (app, added, removed)
     assert all(reason == "Executor killed by driver." for _, reason in removed.values()), removed
     # Spark's own report of the narrow stage: one executor left when it ended.
     assert len(trace["spark_tasks"]["executors"]) == 1, trace["spark_tasks"]
