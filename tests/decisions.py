@@ -22,5 +22,6 @@ def sized_decision(sizing: RegionSizing, settings: ConnectionSettings) -> Region
             adaptive_query_execution=settings.adaptive_query_execution,
             resource_bounds=settings.resource_bounds(),
             executors_from=settings.executors_from,
+            jit=settings.jit,
         ),
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_finegrained.execution.region_setup import with_jvm_start
 from airflow_provider_finegrained.launchers.http import HttpRequest, HttpRequestError, HttpResponse, send
 from airflow_provider_finegrained.launchers.kubernetes.commands import (
     K8sDriverStatus,
@@ -29,7 +30,11 @@ from airflow_provider_finegrained.launchers.yarn.applications import (
     yarn_status_request,
 )
 from airflow_provider_finegrained.launchers.yarn.launcher import yarn_cluster_submit_request
+from airflow_provider_finegrained.planning import StageDemand, size_region
+from airflow_provider_finegrained.settings import ConnectionSettings
+from airflow_provider_finegrained.spark.jvm_start import archive_for_this_host
 from airflow_provider_finegrained.spark.submit import build_spark_submit_command, spark_submit_command
+from tests.decisions import sized_decision
 from tests.loopback_http import JsonHandler, serving
 
 APP_ID = "application_1326821518301_0005"
@@ -430,6 +435,26 @@ def test_k8s_cluster_submission(fake_home: str) -> None:
     ]
     # The pod named here is what --status and --kill address.
     assert k8s_kill_command(K8S, "etl", "fg-dag-r1-driver", spark_home=fake_home)[-1] == "etl:fg-dag-r1-driver"
+
+
+def test_k8s_cluster_submission_gives_every_pod_the_archive_made_in_the_image(fake_home: str) -> None:
+    # An archive made in the image (docs/cold-start.md) is named by its path there; both the driver pod and the
+    # executor pods map it, and run the region's JIT. What this sends is what a Kubernetes cluster would get.
+    extra = {"class_archive": "/opt/spark/spark.jsa", "jit": "c1", "total_cores": 4, "total_memory": "8g",
+             "deploy_mode": "cluster"}  # fmt: skip
+    conn = ConnectionSettings.from_connection_fields(K8S, extra, airflow_home="/srv/airflow")
+    sizing = size_region([StageDemand("s", 4)], conn.cluster_profile())
+    conf = with_jvm_start(conn, sized_decision(sizing, conn), {}, archive_for_this_host(conn.class_archive, None, None))
+    command = build_spark_submit_command(etl_driver_request(conf=conf), spark_home=fake_home)
+    flags = "-XX:SharedArchiveFile=/opt/spark/spark.jsa -Xshare:auto -Xlog:cds*=off -XX:TieredStopAtLevel=1"
+    assert f"spark.driver.extraJavaOptions={flags}" in command
+    assert f"spark.executor.extraJavaOptions={flags}" in command
+    # With the default ("auto"), the archive made on the Airflow worker does not travel to the pods (a
+    # client-mode driver, on the worker, maps it: tests/spark/test_jvm_start.py).
+    auto = ConnectionSettings.from_connection_fields(K8S, {**extra, "class_archive": "auto"}, airflow_home="/a")
+    conf = with_jvm_start(auto, sized_decision(sizing, auto), {}, Path("/worker/cache/spark-1.jsa"))
+    assert conf == {key: "-XX:TieredStopAtLevel=1" for key in ("spark.driver.extraJavaOptions",
+                                                                "spark.executor.extraJavaOptions")}  # fmt: skip
 
 
 @pytest.mark.security
