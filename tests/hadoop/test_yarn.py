@@ -103,6 +103,13 @@ def test_tpch_pipeline_on_yarn_with_hdfs_answers_right_one_application_per_regio
         assert result["output"]["path"].startswith(cluster.storage_root()) or not result["output"]["path"]
         assert trace["application_id"].startswith("application_"), trace["application_id"]
         assert trace["capacity"]["source"].startswith("YARN"), trace["capacity"]
+        # The client-mode driver on this worker maps the class-data archive; YARN's containers cannot
+        # (docs/cold-start.md), and get the region's JIT alone: a small region here, so C1.
+        assert trace["jvm"]["archive"] == {"driver": True, "executors": False}, trace["jvm"]
+        assert (
+            trace["jvm"]["jit"] == "c1"
+            and "-XX:TieredStopAtLevel=1" in trace["spark_conf"]["spark.executor.extraJavaOptions"].split()
+        )
     # The ResourceManager ran one application per region of this run, each to success.
     regions = {r["trace"]["region"] for r in results.values()}
     apps = [a for a in applications(cluster, "tpch_pipeline") if run.run_id in a["name"]]
