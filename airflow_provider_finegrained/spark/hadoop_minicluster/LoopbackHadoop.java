@@ -104,6 +104,10 @@ public class LoopbackHadoop {
             conf.set(prefix + ".acl_administer_queue", "*");
         }
         conf.setInt("yarn.scheduler.capacity.node-locality-delay", -1);
+        // ApplicationMasters may hold half of a queue, as production queues commonly allow (0.2 to 0.5).
+        // Hadoop's default, 0.1, let the 8-vcore default queue run one Spark application at a time, the
+        // others ACCEPTED with cores free (found by bench shared-cluster --cluster yarn, issue 33).
+        conf.setFloat("yarn.scheduler.capacity.maximum-am-resource-percent", 0.5f);
         // Count cores as well as memory when placing containers, as most production clusters do.
         conf.set("yarn.scheduler.capacity.resource-calculator",
                 "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator");
