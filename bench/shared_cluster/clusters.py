@@ -27,6 +27,9 @@ from bench.lib.provider import CommandFailed, LocalCluster, provider_command, ru
 CLUSTERS: Final = ("standalone", "yarn")
 FINAL_STATES: Final = frozenset({"FINISHED", "FAILED", "KILLED"})
 """A YARN application in one of these has its final ``vcoreSeconds`` and ``memorySeconds``."""
+AM_CONTAINER_MB: Final = 1024
+"""A client-mode ApplicationMaster's container: ``spark.yarn.am.memory`` 512 MiB + 384 MiB overhead, rounded up to
+the loopback scheduler's 256 MiB steps."""
 SMALL_QUEUE_PERCENT: Final = 50
 """The loopback YARN's second queue (``small``); the applications run in ``default``, the other half."""
 
@@ -147,6 +150,8 @@ class YarnTarget:
     sizes: Sizes
     printed: Mapping[str, Any]
     default_fs: str
+    admission: Mapping[str, Any] = field(default_factory=dict)
+    """The ``default`` queue's limit on ApplicationMasters when it started (:func:`queue_admission`)."""
     kind: str = "yarn"
     host: str = "yarn"
 
@@ -182,7 +187,7 @@ class YarnTarget:
 
     def describe(self) -> dict[str, Any]:
         nodes = self.sizes.yarn_start_args()
-        return {"kind": self.kind, **self.sizes.__dict__, "hadoop_start": nodes, "queue": "default"}
+        return {"kind": self.kind, **self.sizes.__dict__, "hadoop_start": nodes, "queue": dict(self.admission)}
 
     def stop(self) -> None:
         run_command(provider_command("hadoop", "stop", "--dir", str(self.folder)), timeout_s=300)
@@ -201,7 +206,35 @@ def start_target(kind: str, folder: Path, sizes: Sizes) -> Target:
     state = json.loads((folder / "hadoop.json").read_text())
     if host != "yarn":
         raise CommandFailed(f"hadoop start printed a connection to {host!r}, not yarn")
-    return YarnTarget(folder, sizes, extra, str(state["default_fs"]))
+    with urllib.request.urlopen(f"{extra['yarn_resourcemanager_url']}/ws/v1/cluster/scheduler", timeout=30) as answer:
+        admission = queue_admission(json.loads(answer.read()))
+    print(
+        f"YARN's default queue: ApplicationMasters may hold {admission['am_limit_mb']} MiB and "
+        f"{admission['am_limit_vcores']} vcores (maximum-am-resource-percent "
+        f"{admission['max_am_resource_percent']}): {admission['am_slots']} application(s) at once, the rest "
+        "wait ACCEPTED",
+        flush=True,
+    )
+    return YarnTarget(folder, sizes, extra, str(state["default_fs"]), admission)
+
+
+def queue_admission(answer: Mapping[str, Any], queue: str = "default") -> dict[str, Any]:
+    """The Capacity Scheduler's limit on a queue's ApplicationMasters (``/ws/v1/cluster/scheduler``): YARN runs
+    at most ``am_slots`` client-mode applications of the queue at once, whatever its free cores and memory."""
+    queues = answer["scheduler"]["schedulerInfo"]["queues"]["queue"]
+    found = next(q for q in queues if q.get("queueName") == queue)
+    limit = found.get("AMResourceLimit") or {}
+    mb, vcores = int(limit.get("memory", 0)), int(limit.get("vCores", 0))
+    return {
+        "queue": queue,
+        "capacity_percent": found.get("absoluteCapacity"),
+        "max_capacity_percent": found.get("absoluteMaxCapacity"),
+        "am_limit_mb": mb,
+        "am_limit_vcores": vcores,
+        "max_am_resource_percent": found.get("configuredMaxAMResourceLimit"),
+        # YARN always activates one application, even past the limit.
+        "am_slots": max(1, min(mb // AM_CONTAINER_MB, vcores)),
+    }
 
 
 def printed_connection(out: str) -> tuple[str, dict[str, Any]]:

@@ -17,7 +17,14 @@ import pytest
 
 from bench.lib.pipeline import STAGES
 from bench.shared_cluster.__main__ import cluster_reserved, parse_args, results_name, summarize
-from bench.shared_cluster.clusters import Sizes, YarnTarget, apps_of, printed_connection, yarn_usage
+from bench.shared_cluster.clusters import (
+    Sizes,
+    YarnTarget,
+    apps_of,
+    printed_connection,
+    queue_admission,
+    yarn_usage,
+)
 from bench.shared_cluster.policies import Shape, dynamic_dag_text, provider_connection
 from bench.shared_cluster.runs import AnswerCheck, folder_answers, run_seconds, seconds_between
 
@@ -215,3 +222,21 @@ def test_the_two_admissions_are_compared_on_medians() -> None:
     summary = summarize({"provider": [run], "provider+queue": [run | {"reserved_core_s": 300.0}]})
     assert summary["queue_vs_fit_now"] == {"reserved_ratio": pytest.approx(1.5), "makespan_ratio": 1.0}
     assert "vs_dynamic" not in summary
+
+
+def test_yarn_s_limit_on_application_masters_is_read_from_the_scheduler() -> None:
+    # The loopback YARN's answer (trimmed) with the default queue at 50% of 2 x 8 vcores, 2 x 12 GiB: its
+    # ApplicationMasters may take 10% of the queue, 1280 MiB and 1 vcore: one client-mode application at once.
+    limit = {"memory": 1280, "vCores": 1}
+    queues = [
+        {"queueName": "default", "absoluteCapacity": 50.0, "absoluteMaxCapacity": 50.0, "AMResourceLimit": limit}
+        | {"configuredMaxAMResourceLimit": 0.1},
+        {"queueName": "small", "AMResourceLimit": {"memory": 6144, "vCores": 8}},
+    ]
+    answer = {"scheduler": {"schedulerInfo": {"type": "capacityScheduler", "queues": {"queue": queues}}}}
+    default = queue_admission(answer)
+    assert (default["am_limit_mb"], default["am_limit_vcores"], default["max_am_resource_percent"]) == (1280, 1, 0.1)
+    assert (default["am_slots"], default["capacity_percent"]) == (1, 50.0)
+    assert queue_admission(answer, "small")["am_slots"] == 6  # 6 GiB of 1 GiB containers; 8 vcores
+    queues[0]["AMResourceLimit"] = {"memory": 512, "vCores": 0}
+    assert queue_admission(answer)["am_slots"] == 1  # YARN activates one application past the limit
