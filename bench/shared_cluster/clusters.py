@@ -58,6 +58,10 @@ class Sizes:
     def total_memory(self) -> str:
         return f"{self.workers * self.memory_mb_per_worker}m"
 
+    def describe(self) -> dict[str, Any]:
+        """As the results file records them (the keys bench/simulate reads)."""
+        return {"workers": self.workers, "cores_per_worker": self.cores_per_worker, "memory": self.memory_per_worker}
+
     def yarn_start_args(self) -> list[str]:
         """``hadoop start`` sizes whose ``default`` queue equals the standalone cluster's cores and memory.
 
@@ -136,7 +140,7 @@ class StandaloneTarget:
         return None
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.sizes.__dict__}
+        return {"kind": self.kind, **self.sizes.describe()}
 
     def stop(self) -> None:
         self.cluster.stop()
@@ -187,7 +191,7 @@ class YarnTarget:
 
     def describe(self) -> dict[str, Any]:
         nodes = self.sizes.yarn_start_args()
-        return {"kind": self.kind, **self.sizes.__dict__, "hadoop_start": nodes, "queue": dict(self.admission)}
+        return {"kind": self.kind, **self.sizes.describe(), "hadoop_start": nodes, "queue": dict(self.admission)}
 
     def stop(self) -> None:
         run_command(provider_command("hadoop", "stop", "--dir", str(self.folder)), timeout_s=300)

@@ -104,6 +104,7 @@ def test_the_cluster_is_chosen_on_the_command_line_standalone_by_default(capsys:
 def test_yarn_s_default_queue_gets_the_standalone_workers_cores_and_memory() -> None:
     sizes = Sizes(2, 4, "6g")
     assert (sizes.total_cores, sizes.total_memory, Sizes(1, 2, "512m").total_memory) == (8, "12288m", "512m")
+    assert sizes.describe() == {"workers": 2, "cores_per_worker": 4, "memory": "6g"}  # what bench/simulate reads
     # Two NodeManagers of twice a worker, half of it in the 'small' queue: 'default' holds 8 cores, 12 GiB.
     assert sizes.yarn_start_args() == [
         *("--nodemanagers", "2", "--vcores", "8", "--memory-mb", "12288", "--small-queue-percent", "50")
