@@ -1,4 +1,4 @@
-"""The ways K concurrent DAG runs use one standalone cluster.
+"""The ways K concurrent DAG runs use one cluster (standalone or YARN: ``clusters.py``).
 
 - ``dynamic``: what a team sets once and forgets. Every DAG task is its own application (a
   ``spark-submit`` per stage, as a SparkSubmitOperator per task does), with Spark's dynamic allocation
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.lib.pipeline import STAGE_APP, STAGE_INPUTS, STAGES, parse_input
-from bench.lib.provider import LocalCluster
 from bench.lib.session import spark_submit
 from bench.lib.spark_metrics import event_log_conf
+from bench.shared_cluster.clusters import Submit, Target
 
 PROVIDER_DAG_ID = "tpch_pipeline"
 DYNAMIC_DAG_ID = "tpch_dynamic_allocation"
@@ -60,13 +60,16 @@ def upstream_stages(stage: str) -> list[str]:
     return [name for kind, name in map(parse_input, STAGE_INPUTS[stage].values()) if kind == "stage"]
 
 
-def dynamic_dag_text(master: str, shape: Shape, events: Path, out_root: Path) -> str:
+def dynamic_dag_text(submit: Submit, shape: Shape, events: Path, out_root: Path) -> str:
     """The baseline DAG: one BashOperator per stage running its spark-submit, wired like the example DAG."""
     tasks = []
+    conf = {**submit.conf, **dynamic_conf(shape, events)}
     for stage in STAGES:
         spec = {"tables": "{{ params.data_dir }}", "out": f"{out_root}/{{{{ run_id }}}}", "stages": [stage]}
-        conf = dynamic_conf(shape, events)
-        argv = spark_submit(STAGE_APP, [json.dumps(spec)], master=master, conf=conf, driver_memory=shape.driver_memory)
+        submit_argv = spark_submit(
+            STAGE_APP, [json.dumps(spec)], master=submit.master, conf=conf, driver_memory=shape.driver_memory
+        )
+        argv = submit.command(submit_argv)
         tasks.append(f"    t[{stage!r}] = BashOperator(task_id={stage!r}, bash_command={shlex.join(argv)!r})")
     edges = [f"    t[{up!r}] >> t[{stage!r}]" for stage in STAGES for up in upstream_stages(stage)]
     return "\n".join(
@@ -96,19 +99,19 @@ def queue_dag_text(example: str) -> str:
     )
 
 
-def provider_connection(
-    cluster: LocalCluster, shape: Shape, events: Path, total_cores: int, total_memory: str, admission: str = "fit_now"
-) -> str:
-    """The finegrained_spark connection of the provider's runs (cold regions on the standalone master)."""
+def provider_connection(target: Target, shape: Shape, events: Path, admission: str = "fit_now") -> str:
+    """The finegrained_spark connection of the provider's runs: cold regions on the target's cluster, which
+    may use what the standalone cluster's workers advertise (on YARN: its ``default`` queue)."""
+    extra = target.connection_extra()
     return json.dumps(
         {
             "conn_type": "finegrained_spark",
-            "host": cluster.master_url,
+            "host": target.host,
             "extra": {
-                "master_webui_url": cluster.webui_url,
+                **extra,
                 "warm_pool": "off",
-                "total_cores": total_cores,
-                "total_memory": total_memory,
+                "total_cores": target.sizes.total_cores,
+                "total_memory": target.sizes.total_memory,
                 "executor_cores": shape.executor_cores,
                 "executor_memory": shape.executor_memory,
                 "driver_memory": shape.driver_memory,
@@ -118,7 +121,11 @@ def provider_connection(
                 # deferral: at the default 10 s, 4 tasks failed on Airflow's stale-event race
                 # (apache/airflow#72716; docs/cluster.md says to raise it on a busy scheduler).
                 "trigger_min_wait": 30,
-                "spark_conf": {"spark.pyspark.python": sys.executable, **event_log_conf(events)},
+                "spark_conf": {
+                    **extra.get("spark_conf", {}),
+                    "spark.pyspark.python": sys.executable,
+                    **event_log_conf(events),
+                },
             },
         }
     )

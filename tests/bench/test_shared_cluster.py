@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from bench.lib.pipeline import REPO, STAGES
+from bench.lib.provider import LocalCluster
 from bench.shared_cluster.__main__ import measure, summarize
+from bench.shared_cluster.clusters import Sizes, StandaloneTarget, Submit
 from bench.shared_cluster.events import AppUsage, parse_events, read_apps
 from bench.shared_cluster.policies import (
     DYNAMIC_DAG_ID,
@@ -103,7 +105,8 @@ def test_only_applications_started_inside_the_policy_s_window_count() -> None:
 
 
 def test_the_baseline_dag_runs_one_spark_submit_per_stage_with_dynamic_allocation(tmp_path: Path) -> None:
-    text = dynamic_dag_text("spark://127.0.0.1:7077", Shape(max_executors=3), tmp_path / "ev", tmp_path / "out")
+    submit = Submit("spark://127.0.0.1:7077")
+    text = dynamic_dag_text(submit, Shape(max_executors=3), tmp_path / "ev", tmp_path / "out")
     compile(text, "tpch_dynamic.py", "exec")
     assert f"dag_id={DYNAMIC_DAG_ID!r}" in text
     assert text.count("BashOperator(task_id=") == len(STAGES)
@@ -125,10 +128,14 @@ def test_the_queue_policy_runs_the_example_dag_under_its_own_id_on_a_cluster_que
     assert text.replace(declared, 'dag_id="tpch_pipeline",') == example  # nothing else changed
     with pytest.raises(ValueError, match="update queue_dag_text"):
         queue_dag_text(example.replace('dag_id="tpch_pipeline"', 'dag_id="renamed"'))
-    cluster = type("Cluster", (), {"master_url": "spark://127.0.0.1:7077", "webui_url": "http://127.0.0.1:8080"})()
-    extra = json.loads(provider_connection(cluster, Shape(), tmp_path, 8, "12g", admission="cluster_queue"))["extra"]
-    assert (extra["admission"], extra["total_cores"], extra["warm_pool"]) == ("cluster_queue", 8, "off")
-    assert json.loads(provider_connection(cluster, Shape(), tmp_path, 8, "12g"))["extra"]["admission"] == "fit_now"
+    cluster = LocalCluster(tmp_path, "spark://127.0.0.1:7077", "http://127.0.0.1:8080")
+    target = StandaloneTarget(cluster, Sizes(2, 4, "6g"))
+    queue = json.loads(provider_connection(target, Shape(), tmp_path, admission="cluster_queue"))
+    extra = queue["extra"]
+    assert (queue["host"], extra["master_webui_url"]) == ("spark://127.0.0.1:7077", "http://127.0.0.1:8080")
+    assert (extra["admission"], extra["total_cores"], extra["total_memory"]) == ("cluster_queue", 8, "12288m")
+    assert extra["warm_pool"] == "off"
+    assert json.loads(provider_connection(target, Shape(), tmp_path))["extra"]["admission"] == "fit_now"
 
 
 def test_event_logs_are_read_from_plain_files_and_rolling_log_folders(tmp_path: Path) -> None:
