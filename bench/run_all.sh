@@ -32,6 +32,10 @@ python -m bench history --report-only --results bench/results/history-run3-stage
 # under airflow standalone.
 python -m bench warm-start --repeats 5
 python -m bench warm-start-airflow --repeats 5
+# Cold starts: each part of the JVM start alone and together, then the JIT alone at SF 1 and 10.
+python -m bench cold-start --scale 0.01 --rounds 2
+python -m bench cold-start --scale 1 --rounds 2 --variants jit-c1,jit-tiered --output cold_start_jit_sf1
+python -m bench cold-start --scale 10 --rounds 1 --variants jit-c1,jit-tiered --output cold_start_jit_sf10
 # A shared cluster's cost, then the simulator validated against it and run at 1,000 nodes.
 python -m bench shared-cluster --scales 0.01,0.01,0.1,0.1,0.3,1 --repeats 3
 python -m bench app-start
