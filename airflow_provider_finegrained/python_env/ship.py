@@ -26,6 +26,8 @@ ARCHIVE_FOLDER = "_python"
 LINK = "environment"
 """The folder the archive is unpacked into, in every container's working folder."""
 PYTHON = f"./{LINK}/bin/python"
+ARCHIVES_KEY = "spark.yarn.dist.archives"
+"""YARN's own list of archives for every container (the driver's does not unpack it on the Airflow worker)."""
 CACHED_ARCHIVES = 2
 """Archives kept in this machine's cache: the environment in use and the one before it."""
 PYTHON_ENV_KEYS = ("spark.pyspark.python", "spark.pyspark.driver.python")
@@ -44,15 +46,18 @@ def needs_python_env(conf: Mapping[str, str]) -> bool:
 def python_env_conf(conf: Mapping[str, str], archive: str, deploy_mode: str, driver_python: str) -> dict[str, str]:
     """``conf`` with ``archive`` unpacked as ``./environment`` in every container and its Python used there.
 
-    A user's own ``spark.archives`` are kept (the environment is added to them). In client mode the driver
-    runs on the Airflow worker, so its Python stays ``driver_python``. Unchanged when the user chose a Python.
+    The archive goes to ``spark.yarn.dist.archives``, which YARN localizes in every container (after a user's
+    own there; spark-submit adds a user's ``spark.archives`` to the same list). Not ``spark.archives``: with
+    it, a client-mode driver also downloads and unpacks the whole archive on the Airflow worker, for a Python
+    it never runs. In client mode the driver runs on the Airflow worker, so its Python stays
+    ``driver_python``. Unchanged when the user chose a Python.
     """
     if not needs_python_env(conf):
         return dict(conf)
-    archives = [a for a in conf.get("spark.archives", "").split(",") if a.strip()]
+    archives = [a for a in conf.get(ARCHIVES_KEY, "").split(",") if a.strip()]
     merged = {
         **conf,
-        "spark.archives": ",".join([*archives, f"{spark_uri(archive)}#{LINK}"]),
+        ARCHIVES_KEY: ",".join([*archives, f"{spark_uri(archive)}#{LINK}"]),
         "spark.pyspark.python": PYTHON,
     }
     if deploy_mode == "client":

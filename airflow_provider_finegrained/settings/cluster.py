@@ -160,7 +160,7 @@ class ClusterSettings(SettingsModel):
         choice(
             "Python environment",
             "YARN only: 'auto' packs the Airflow worker's virtual environment once per content hash, keeps it in "
-            "the storage root's _python folder and has every container run its Python (spark.archives, "
+            "the storage root's _python folder and has every container run its Python (spark.yarn.dist.archives, "
             "spark.pyspark.python), unless spark_conf sets spark.pyspark.python; 'off' leaves the nodes' own Python.",
             "auto",
             choices=PYTHON_ENVS,

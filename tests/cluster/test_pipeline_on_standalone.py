@@ -133,14 +133,17 @@ def test_tpch_pipeline_on_the_cluster_answers_right_and_spreads_tasks_evenly(
 # -- parallel branches of one DAG do not oversubscribe the cluster, under either admission ------------
 
 BRANCHES = """
-import time, pendulum
+import os, time, pendulum
 from airflow.sdk import DAG
 from airflow_provider_finegrained.operators.spark_stage import SparkStageOperator as Stage
 
 
-def busy(spark, seconds):
+def busy(spark, seconds, release=None):
     def hold(rows):
-        time.sleep(seconds)
+        # At most `seconds`; the left branch's tasks end as soon as the test has seen what it waits for.
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not (release and os.path.exists(release)):
+            time.sleep(0.2)
 
     # Four tasks that each hold an executor: the region asks for all four at this, its first job.
     spark.sparkContext.parallelize(range(4), 4).foreachPartition(hold)
@@ -148,7 +151,7 @@ def busy(spark, seconds):
 
 
 with DAG("two_branches", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
-    Stage(task_id="left", python_callable=busy, op_kwargs={"seconds": 35}, parallelism=4)
+    Stage(task_id="left", python_callable=busy, op_kwargs={"seconds": 240, "release": "{release}"}, parallelism=4)
     Stage(task_id="right", python_callable=busy, op_kwargs={"seconds": 1}, parallelism=4)
     Stage(
         task_id="queued",
@@ -177,9 +180,11 @@ def tasks_test(task: str, run_id: str, log: Path) -> subprocess.Popen[bytes]:
 def run_branches(
     cluster: StandaloneCluster, tmp_path: Path, run_id: str
 ) -> tuple[dict[str, str], list[frozenset[App]]]:
-    """Run the left branch until it holds the whole cluster, then the other two at once; their logs, and what
-    the master listed meanwhile, every half second."""
-    write_dag_file("two_branches.py", textwrap.dedent(BRANCHES))
+    """Run the left branch until it holds the whole cluster, then the other two at once, and let the left one
+    go once the right one deferred and the master listed the queued one waiting beside it; their logs, and
+    what the master listed meanwhile, every half second."""
+    release = tmp_path / "release-left"
+    write_dag_file("two_branches.py", textwrap.dedent(BRANCHES).replace("{release}", str(release)))
     # One DAG run the branches belong to, created up front: `tasks test` deletes a run it created itself.
     for command in (["dags", "reserialize"], ["dags", "trigger", "two_branches", "--run-id", run_id]):
         subprocess.run([AIRFLOW, *command], check=True, capture_output=True, env=os.environ.copy(), timeout=300)
@@ -208,6 +213,17 @@ def run_branches(
             time.sleep(0.5)
         watcher.start()
         running |= {task: tasks_test(task, run_id, logs[task]) for task in ("right", "queued")}
+        # What the left branch holds the cluster for (its tasks end after 240 s whatever happens): the right
+        # one deferred, and the master listed the queued one with no core beside the left one's four.
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not (
+            "Deferring until capacity frees" in logs["right"].read_text()
+            and any(sorted(cores for _, _, cores in apps) == [0, 4] for apps in list(seen))
+        ):
+            for task, process in running.items():
+                assert process.poll() is None, (task, logs[task].read_text()[-3000:])
+            time.sleep(0.5)
+        release.touch()
         for task, process in running.items():
             assert process.wait(timeout=300) == 0, (task, logs[task].read_text()[-3000:])
     finally:

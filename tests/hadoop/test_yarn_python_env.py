@@ -68,11 +68,16 @@ def test_the_containers_path_has_no_pyspark() -> None:
 
 @pytest.mark.parametrize("deploy_mode", ["cluster", "client"])
 def test_containers_without_pyspark_run_the_shipped_environment(
-    hadoop_cluster: HadoopCluster, airflow_db: None, monkeypatch: pytest.MonkeyPatch, deploy_mode: str
+    hadoop_cluster: HadoopCluster,
+    airflow_db: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    deploy_mode: str,
 ) -> None:
     cluster = hadoop_cluster
     dag_id = f"python_env_{deploy_mode}"
     run = run_where(cluster, monkeypatch, dag_id, deploy_mode=deploy_mode)
+    out = "".join(capfd.readouterr())
     assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}  # type: ignore[attr-defined]
     result = stage_results(dag_id, run.run_id)[1]["where"]  # type: ignore[attr-defined]
     rows = read_output(cluster, result["output"]["data_path"]).to_pylist()
@@ -88,7 +93,10 @@ def test_containers_without_pyspark_run_the_shipped_environment(
     digest = environment_digest()
     archive = f"{cluster.storage_root()}/{ARCHIVE_FOLDER}/{digest}.tar.gz"
     conf = result["trace"]["spark_conf"]
-    assert conf["spark.archives"] == f"{archive}#environment"
+    # YARN's own list: every container localizes it, and a client-mode driver (on this machine, with this
+    # Python) does not download and unpack it too, as it does with spark.archives.
+    assert conf["spark.yarn.dist.archives"] == f"{archive}#environment" and "spark.archives" not in conf
+    assert "Submitting region" in out and "Unpacking an archive" not in out
     assert conf["spark.pyspark.python"] == "./environment/bin/python"
     assert conf.get("spark.pyspark.driver.python") == (sys.executable if deploy_mode == "client" else None)
     kept = list_files(f"{cluster.storage_root()}/{ARCHIVE_FOLDER}", {"webhdfs_url": cluster.namenode_http_url})

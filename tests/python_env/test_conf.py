@@ -16,6 +16,8 @@ from airflow_provider_finegrained.python_env.ship import (
 
 ARCHIVE = "hdfs://nn:8020/root/_python/0123456789abcdef.tar.gz"
 SHIPPED = f"{ARCHIVE}#environment"
+ARCHIVES = "spark.yarn.dist.archives"
+"""Not spark.archives: with it a client-mode driver unpacks the archive on the Airflow worker too."""
 WORKER = "/opt/airflow/venv/bin/python"
 
 
@@ -23,23 +25,25 @@ WORKER = "/opt/airflow/venv/bin/python"
     ("conf", "deploy_mode", "expected"),
     [
         # Cluster mode: the driver runs in the ApplicationMaster's container, from the archive too.
-        ({}, "cluster", {"spark.archives": SHIPPED, "spark.pyspark.python": "./environment/bin/python"}),
+        ({}, "cluster", {ARCHIVES: SHIPPED, "spark.pyspark.python": "./environment/bin/python"}),
         # Client mode: the driver runs on the Airflow worker, with the worker's Python.
         (
             {},
             "client",
             {
-                "spark.archives": SHIPPED,
+                ARCHIVES: SHIPPED,
                 "spark.pyspark.python": "./environment/bin/python",
                 "spark.pyspark.driver.python": WORKER,
             },
         ),
-        # A user's own archives are kept, the environment added after them.
+        # A user's own archives are kept, the environment added after them in YARN's list (spark-submit adds
+        # the user's spark.archives to that list).
         (
-            {"spark.archives": "hdfs:///data/dict.zip#dict"},
+            {"spark.archives": "hdfs:///data/a.zip#a", ARCHIVES: "hdfs:///data/dict.zip#dict"},
             "cluster",
             {
-                "spark.archives": f"hdfs:///data/dict.zip#dict,{SHIPPED}",
+                "spark.archives": "hdfs:///data/a.zip#a",
+                ARCHIVES: f"hdfs:///data/dict.zip#dict,{SHIPPED}",
                 "spark.pyspark.python": "./environment/bin/python",
             },
         ),
@@ -54,7 +58,7 @@ WORKER = "/opt/airflow/venv/bin/python"
         (
             {"spark.pyspark.python": ""},
             "cluster",
-            {"spark.archives": SHIPPED, "spark.pyspark.python": "./environment/bin/python"},
+            {ARCHIVES: SHIPPED, "spark.pyspark.python": "./environment/bin/python"},
         ),
     ],
 )
@@ -71,7 +75,7 @@ def test_python_env_conf(conf: dict[str, str], deploy_mode: str, expected: dict[
     ],
 )
 def test_the_archive_is_named_as_spark_reads_it(archive: str, shipped: str) -> None:
-    assert python_env_conf({}, archive, "cluster", WORKER)["spark.archives"] == shipped
+    assert python_env_conf({}, archive, "cluster", WORKER)[ARCHIVES] == shipped
 
 
 @pytest.mark.parametrize(
