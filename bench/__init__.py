@@ -53,6 +53,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     "app-start": Experiment(
         "bench.app_start", "an application's and an executor's start on this machine (the simulator's costs)"
     ),
+    "month": Experiment(
+        "bench.month.__main__",
+        "a month of changing data: 30 daily TPC-H runs per policy on a shared loopback YARN (or standalone)",
+    ),
     "simulate": Experiment(
         "bench.simulate.__main__",
         "the simulator: a shared cluster at 1,000 nodes, validated against shared-cluster's measurements",

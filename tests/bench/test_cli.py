@@ -24,6 +24,7 @@ AGREED = (
     "stage-sweep",
     "python-env",
     "app-start",
+    "month",
     "simulate",
 )
 """The experiments of the command line, as docs/benchmarks.md names them."""
