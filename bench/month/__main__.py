@@ -91,7 +91,7 @@ def document(args: argparse.Namespace, argv: Sequence[str] | None, names: Sequen
     return {
         "command": command_line("month", argv),
         "cluster": f"loopback {args.cluster}, {size}",
-        "tenant": f"{args.tenant_cores} executors of 1 core, busy {args.tenant_busy:.0%} of the time"
+        "tenant": f"{args.tenant_cores} executor(s) of 1 core, busy {args.tenant_busy:.0%} of the time"
         + (f", YARN queue {args.tenant_queue}" if args.cluster == "yarn" else ""),
         "policies": {name: asdict(policies_of(args)).get(name) for name in names},
         "pattern": str(pattern.PATTERN_FILE.relative_to(REPO)),

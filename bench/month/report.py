@@ -47,7 +47,7 @@ def _goal_lines(goal: Mapping[str, Any]) -> list[str]:
         return "-" if value is None else f"{value:.2f}x"
 
     lines = [
-        f"Over the {goal['complete_days']} days every policy ran: the provider reserved "
+        f"Over the days every policy ran ({goal['complete_days']}): the provider reserved "
         f"{ratio('provider_reserved_vs_hand')} the hand-sized policy's core-seconds (goal at most 0.75x) and "
         f"{ratio('provider_reserved_vs_dynamic')} dynamic allocation's (goal at most 1x); its slowest day took "
         f"{ratio('provider_slowest_day_vs_best')} that day's best policy's wall time (goal at most 1.1x).",
