@@ -56,6 +56,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     "cold-start": Experiment(
         "bench.cold_start", "the TPC-H example's cold starts: each part of the provider's JVM start alone and together"
     ),
+    "month": Experiment(
+        "bench.month.__main__",
+        "a month of changing data: 30 daily TPC-H runs per policy on a shared loopback YARN (or standalone)",
+    ),
     "simulate": Experiment(
         "bench.simulate.__main__",
         "the simulator: a shared cluster at 1,000 nodes, validated against shared-cluster's measurements",

@@ -25,6 +25,7 @@ AGREED = (
     "python-env",
     "app-start",
     "cold-start",
+    "month",
     "simulate",
 )
 """The experiments of the command line, as docs/benchmarks.md names them."""
