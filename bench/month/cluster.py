@@ -116,8 +116,8 @@ class Tenant:
     """Another team's steady application: ``cores`` one-core executors, busy ``busy`` of the time.
 
     On YARN it runs in its own queue (``queue``; the loopback cluster's ``small`` queue holds a quarter of the
-    cluster): each queue lets application masters take a tenth of it, one at a time at the loopback sizes,
-    so a tenant in the month's queue would keep every policy's applications waiting for its master's slot.
+    cluster), as another team's work would, and its ApplicationMaster takes none of the month's queue's share
+    for ApplicationMasters (half of a queue; a tenth, one application at a time, before 47095d0).
     """
 
     cores: int = 1
