@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -23,6 +21,7 @@ from typing import Any, Final, Literal
 
 from bench.lib.provider import provider_command, run_command, start_cluster
 from bench.lib.session import spark_submit, spark_submit_env
+from bench.lib.yarn import printed_connection
 from bench.month.policies import TENANT_NAME
 
 TENANT_APP: Final = Path(__file__).resolve().parent / "tenant.py"
@@ -72,23 +71,17 @@ def start_yarn(folder: Path, size: Size) -> Target:
 
 
 def yarn_target(folder: Path, out: str) -> Target:
-    """The target ``hadoop start``'s output describes (its ``airflow connections add`` line, its addresses)."""
-    add = next((line for line in out.splitlines() if line.startswith("airflow connections add")), None)
-    conf_dir = re.search(r"^HADOOP_CONF_DIR:\s+(\S+)", out, flags=re.M)
-    rm = re.search(r"^ResourceManager:\s+(\S+)", out, flags=re.M)
-    if add is None or conf_dir is None or rm is None:
-        raise RuntimeError(f"hadoop start printed no connection, HADOOP_CONF_DIR or ResourceManager: {out[-1500:]}")
-    words = shlex.split(add)
-    extra: dict[str, Any] = json.loads(words[words.index("--conn-extra") + 1])
+    """The target ``hadoop start``'s output describes (its ``airflow connections add`` line)."""
+    host, extra = printed_connection(out)
     return Target(
         kind="yarn",
         folder=folder,
         master="yarn",
-        connection_host=words[words.index("--conn-host") + 1],
+        connection_host=host,
         connection_extra=extra,
         submit_conf=dict(extra.get("spark_conf") or {}),
-        env={"HADOOP_CONF_DIR": conf_dir.group(1)},
-        resourcemanager_url=rm.group(1),
+        env={"HADOOP_CONF_DIR": str(extra["hadoop_conf_dir"])},
+        resourcemanager_url=str(extra["yarn_resourcemanager_url"]),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from bench.lib.answers import Rows, compare_answers, read_rows
 from bench.lib.pipeline import ANSWERS
 from bench.lib.spark_metrics import event_lines, events, get_json
+from bench.lib.yarn import apps_of
 from bench.month.policies import TENANT_NAME
 from bench.shared_cluster.events import AppUsage, parse_events
 
@@ -73,8 +74,7 @@ def yarn_apps(resourcemanager_url: str, started: float, ended: float) -> list[di
     """The ResourceManager's report of every application that started inside [started, ended], the tenant's not."""
     query = urllib.parse.urlencode({"startedTimeBegin": int(started * 1000), "startedTimeEnd": int(ended * 1000)})
     answer = get_json(f"{resourcemanager_url.rstrip('/')}/ws/v1/cluster/apps?{query}")
-    apps = (answer.get("apps") or {}).get("app") or []
-    return [a for a in apps if a.get("name") != TENANT_NAME]
+    return [a for a in apps_of(answer) if a.get("name") != TENANT_NAME]
 
 
 def yarn_figures(apps: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def test_the_yarn_target_is_read_from_what_hadoop_start_prints(tmp_path: Path) -
     assert target.resourcemanager_url == "http://127.0.0.1:8088"
     assert target.submit_conf["spark.yarn.jars"].startswith("local:")
     assert target.uri(tmp_path / "days") == (tmp_path / "days").resolve().as_uri()
-    with pytest.raises(RuntimeError, match="printed no connection"):
+    with pytest.raises(RuntimeError, match="no connection line"):
         yarn_target(tmp_path, "Hadoop: 3.5.0\n")
 
 

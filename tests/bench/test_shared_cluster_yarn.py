@@ -16,15 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.lib.pipeline import STAGES
+from bench.lib.yarn import apps_of, printed_connection, yarn_usage
 from bench.shared_cluster.__main__ import cluster_reserved, parse_args, results_name, summarize
-from bench.shared_cluster.clusters import (
-    Sizes,
-    YarnTarget,
-    apps_of,
-    printed_connection,
-    queue_admission,
-    yarn_usage,
-)
+from bench.shared_cluster.clusters import Sizes, YarnTarget, queue_admission
 from bench.shared_cluster.policies import Shape, dynamic_dag_text, provider_connection
 from bench.shared_cluster.runs import AnswerCheck, folder_answers, run_seconds, seconds_between
 
