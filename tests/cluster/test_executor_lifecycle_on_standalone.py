@@ -1,8 +1,8 @@
 """A region's application gives back the executors its narrower stage leaves idle (real standalone cluster).
 
 The session's cluster (tests/cluster/conftest.py) has two workers of 2 cores and 4 GiB on 127.0.0.1; the
-connection gives executors of 1 core, so a region of parallelism 4 may grow to four of them, asked for
-when its first job's tasks wait (none while its driver starts). The connection
+connection gives executors of 1 core, so a region of parallelism 4 may grow to four of them: one asked for
+with the application (``executors_from="one_at_start"``), the others when its first job's tasks wait. The connection
 shortens the idle timeouts to 8 s (the provider's 30 s would add over 20 s to the suite): the release is
 Spark's, the settings and their report the provider's, and a connection's setting wins.
 """
@@ -26,6 +26,9 @@ from tests.e2e.conftest import load_dag, write_dag_file
 pytestmark = pytest.mark.slow
 
 IDLE_S = 8
+WIDE_TASK_S = 6
+"""How long each of the wide stage's four tasks runs: with milliseconds, the executor asked for with the
+application ran all four before Spark asked for a second (in the suite, after tests/cluster/test_cluster_mode.py)."""
 SLOW_TASK_S = IDLE_S + 22
 """How long the narrow stage's one task runs: past the idle timeout, with room for a loaded machine (the
 driver's kill of an executor took up to 20 s to show at a load average of 15)."""
@@ -40,7 +43,13 @@ from airflow_provider_finegrained.operators.spark_stage import SparkStageOperato
 def wide(spark):
     from pyspark.sql import functions as F
 
-    return spark.range(0, 4000, 1, 4).groupBy((F.col("id") % 4).alias("k")).agg(F.count("*").alias("n"))
+    def pause(part):
+        time.sleep({WIDE_TASK_S})
+        yield from part
+
+    # Four tasks long enough that, one executor running them in turn, the others are asked for and register.
+    ids = spark.sparkContext.range(0, 4000, numSlices=4).map(lambda i: (i,)).mapPartitions(pause)
+    return spark.createDataFrame(ids, "id long").groupBy((F.col("id") % 4).alias("k")).agg(F.count("*").alias("n"))
 
 
 def narrow(spark, counts):
