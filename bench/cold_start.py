@@ -193,11 +193,22 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--work", type=Path, default=REPO / ".cache" / "cold-start")
     parser.add_argument("--output", default="cold_start", help="results file name under bench/results/")
+    parser.add_argument(
+        "--jit-table",
+        action="store_true",
+        help="run nothing: the JIT's rule from the --jit-inputs results files (cold_start_jit.md)",
+    )
+    parser.add_argument("--jit-inputs", default="cold_start_jit_sf0.01,cold_start_jit_sf1,cold_start_jit_sf10")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.jit_table:
+        from bench.cold_start_jit import table
+
+        print(table(RESULTS, [name for name in args.jit_inputs.split(",") if name])["boundary"])
+        return 0
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)
     if unknown or not variants:
