@@ -33,7 +33,7 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import RESULTS, CostModel, fit_cost_model
 from bench.simulate.loopback import LoopbackModel, fit_loopback
-from bench.simulate.month import PATTERN, MonthSpec, read_pattern
+from bench.simulate.month import PATTERN, MonthSpec, read_pattern, repo_path
 from bench.simulate.month import document as month_document
 from bench.simulate.month_report import markdown as month_markdown
 from bench.simulate.policies import POLICIES
@@ -132,7 +132,7 @@ def run_month(args: argparse.Namespace, argv: Sequence[str] | None, cost: CostMo
     """``month``: replay the recorded month's days on the large cluster, write simulate-month.{json,md}."""
     started = time.perf_counter()
     spec = MonthSpec(args.runs, args.month_window_s, args.tenant_share, args.seed, args.release_idle_timeout_s)
-    header = _header(argv) | {"pattern": str(args.pattern)}
+    header = _header(argv) | {"pattern": repo_path(args.pattern)}
     doc = month_document(header, read_pattern(args.pattern, args.days), _cluster(args), cost, spec)
     doc["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,7 @@ FIGURES: Final = (
     "run_latency_s",
     "queue_s",
     "reserved_core_s",
+    "reserved_breakdown_core_s",
     "used_core_s",
     "spilled_tasks",
     "reserved_over_cluster",
@@ -195,6 +196,7 @@ def totals(days: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         out[name] = {key: round(sum(float(f[key]) for f in mine), 1) for key in SUMMED}
         out[name]["days"] = len(mine)
         out[name]["spilling_days"] = sum(1 for f in mine if f["spilled_tasks"])
+        out[name]["capacity_waits"] = sum(int(f.get("capacity_outcomes", {}).get("wait", 0)) for f in mine)
         out[name]["slowest_day_p50_vs_best"] = max((d["p50_vs_best"][name] for d in days), default=None)
     return out
 
@@ -228,6 +230,12 @@ def _ratio(value: float, reference: float) -> float | None:
     return round(value / reference, 4) if reference else None
 
 
+def repo_path(path: Path) -> str:
+    """``path`` from the repository's root when it is inside it (results files name no checkout)."""
+    root = RESULTS.parent.parent
+    return str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
+
+
 def costs_source(cost: CostModel, lines: Path = MONTH_LINES) -> dict[str, Any]:
     """Which costs the replay ran on: the fitted model; and whether the month's own measurements exist yet."""
     measured = []
@@ -241,7 +249,7 @@ def costs_source(cost: CostModel, lines: Path = MONTH_LINES) -> dict[str, Any]:
     return {
         "used": "the simulator's cost model fitted from bench/results/compare-stages.csv and compare-runs.csv",
         "fit_error_median": cost.fit.get("error_all", {}).get("median_abs_rel_error"),
-        "month_measurements": str(lines),
+        "month_measurements": repo_path(lines),
         "month_lines": len(measured),
         "month_scales": scales,
         "month_used": False,

@@ -25,9 +25,9 @@ def _setup(doc: Mapping[str, Any]) -> list[str]:
         f"Machine: {doc['machine']}; {doc['date']}; simulator wall {doc['wall_s']} s.",
         "",
         f"Pattern `{doc['pattern']}`: {len(doc['days'])} days. Each day {spec['runs_per_day']:,} TPC-H runs at the "
-        f"day's scale arrive within {spec['window_s']:g} s (seed {spec['seed']}); {cluster['nodes']} nodes x "
-        f"{cluster['node_cores']} cores, {cluster['total_executors']} executors of {cluster['executor_cores']} "
-        f"cores, of which the other tenants hold {doc['tenant_executors']} all day.",
+        f"day's scale arrive within {spec['window_s']:g} s (seed {spec['seed']}); {cluster['nodes']:,} nodes x "
+        f"{cluster['node_cores']} cores, {cluster['total_executors']:,} executors of {cluster['executor_cores']} "
+        f"cores, of which the other tenants hold {doc['tenant_executors']:,} all day.",
         "",
         f"Policies: hand = {hand['fixed_executors']} executors per application, {hand['shuffle_partitions']} "
         "shuffle partitions, AQE off; dynamic = Spark's dynamic allocation and AQE; provider = its default "
@@ -56,8 +56,8 @@ def _days(days: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"| {d['date']} | {d['weekday']}{' (spike)' if d['spike'] else ''} | {d['scale']} | {name} | "
                 f"{f['run_latency_s']['p50']:.1f} / {f['run_latency_s']['p95']:.1f} | "
                 f"{'**' if ratio > SLOWEST else ''}{ratio:.2f}x{'**' if ratio > SLOWEST else ''} | "
-                f"{f['queue_s']['mean']:.1f} | {f['makespan_s']:.0f} | {f['reserved_core_s']:.0f} | "
-                f"{f['used_core_s']:.0f} | {f['reserved_over_cluster']:.3f} | {f['spilled_tasks']} |"
+                f"{f['queue_s']['mean']:.1f} | {f['makespan_s']:.0f} | {f['reserved_core_s']:,.0f} | "
+                f"{f['used_core_s']:,.0f} | {f['reserved_over_cluster']:.3f} | {f['spilled_tasks']} |"
             )
     return [*rows, ""]
 
@@ -67,14 +67,14 @@ def _totals(totals: Mapping[str, Mapping[str, Any]]) -> list[str]:
         "Totals:",
         "",
         "| policy | days | runs | reserved core-s (M) | used core-s (M) | spilled tasks | slowest day's p50 vs best "
-        "| applications | tasks |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| applications | tasks | regions that waited for capacity |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, t in totals.items():
         rows.append(
-            f"| {name} | {t['days']} | {t['runs']:.0f} | {t['reserved_core_s'] / M:.2f} | "
+            f"| {name} | {t['days']} | {t['runs']:,.0f} | {t['reserved_core_s'] / M:.2f} | "
             f"{t['used_core_s'] / M:.2f} | {t['spilled_tasks']:.0f} | {t['slowest_day_p50_vs_best']:.2f}x | "
-            f"{t['applications']:.0f} | {t['tasks']:.0f} |"
+            f"{t['applications']:,.0f} | {t['tasks']:,.0f} | {t['capacity_waits']:,} |"
         )
     return [*rows, ""]
 
