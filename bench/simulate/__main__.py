@@ -122,7 +122,12 @@ def _month_options(parser: argparse.ArgumentParser) -> None:
     month = parser.add_argument_group("month")
     month.add_argument("--pattern", type=Path, default=PATTERN, help="the month's recorded days")
     month.add_argument("--days", type=int, default=None, help="replay the pattern's first DAYS days (default all)")
-    month.add_argument("--month-window-s", type=float, default=MonthSpec.window_s, help="each day's runs arrive within")
+    month.add_argument(
+        "--month-window-s",
+        type=float,
+        default=MonthSpec.window_s,
+        help="each day's runs arrive within this many seconds of its start",
+    )
     month.add_argument(
         "--tenant-share", type=float, default=MonthSpec.tenant_share, help="executor places the other tenants hold"
     )
