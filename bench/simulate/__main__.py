@@ -12,6 +12,10 @@ Commands:
   fitted to one policy's makespan, used and reserved core-seconds, the rest held out); prints JSON; exit
   status 1 when not within 20%.
 - ``fit``: print the fitted cost model.
+- ``month``: issue 33's month replayed at 1,000 nodes (:mod:`bench.simulate.month`): each day of
+  ``bench/month/pattern.json``, ``--runs`` TPC-H runs at the day's scale within ``--month-window-s``, the other
+  tenants holding ``--tenant-share`` of the cluster, under the month's hand-sized, dynamic and provider
+  policies; writes ``simulate-month.{json,md}``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import RESULTS, CostModel, fit_cost_model
 from bench.simulate.loopback import LoopbackModel, fit_loopback
+from bench.simulate.month import PATTERN, MonthSpec, read_pattern, repo_path
+from bench.simulate.month import document as month_document
+from bench.simulate.month_report import markdown as month_markdown
 from bench.simulate.policies import POLICIES
 from bench.simulate.report import markdown
 from bench.simulate.scenarios import (
@@ -54,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fit":
         print(json.dumps(cost.to_dict(), indent=2))
         return 0
+    if args.command == "month":
+        run_month(args, argv, cost)
+        return 0
     if args.command == "shared-cluster":
         print(json.dumps(shared_cluster(SharedClusterSetup(), cost, args.policies), indent=2))
         return 0
@@ -72,8 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     """The command line: the command, the large cluster and its workload, the policies, validation's files."""
     parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", nargs="?", default="all", choices=["all", "shared-cluster", "validate", "fit"])
-    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument(
+        "command", nargs="?", default="all", choices=["all", "shared-cluster", "validate", "fit", "month"]
+    )
+    parser.add_argument("--runs", type=int, default=10_000, help="the day's runs (month: each day's)")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--node-cores", type=int, default=16)
     parser.add_argument("--node-memory-gib", type=int, default=64)
@@ -101,18 +113,60 @@ def _parser() -> argparse.ArgumentParser:
         help="validate: simulate a measured policy as another (provider=provider+start for a run before 0610101)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    _month_options(parser)
     return parser
+
+
+def _month_options(parser: argparse.ArgumentParser) -> None:
+    """``month``'s own options (it shares --runs, --nodes, the cluster's shape, --seed and --out)."""
+    month = parser.add_argument_group("month")
+    month.add_argument("--pattern", type=Path, default=PATTERN, help="the month's recorded days")
+    month.add_argument("--days", type=int, default=None, help="replay the pattern's first DAYS days (default all)")
+    month.add_argument(
+        "--month-window-s",
+        type=float,
+        default=MonthSpec.window_s,
+        help="each day's runs arrive within this many seconds of its start",
+    )
+    month.add_argument(
+        "--tenant-share", type=float, default=MonthSpec.tenant_share, help="executor places the other tenants hold"
+    )
+
+
+def run_month(args: argparse.Namespace, argv: Sequence[str] | None, cost: CostModel) -> None:
+    """``month``: replay the recorded month's days on the large cluster, write simulate-month.{json,md}."""
+    started = time.perf_counter()
+    spec = MonthSpec(args.runs, args.month_window_s, args.tenant_share, args.seed, args.release_idle_timeout_s)
+    header = _header(argv) | {"pattern": repo_path(args.pattern)}
+    doc = month_document(header, read_pattern(args.pattern, args.days), _cluster(args), cost, spec)
+    doc["wall_s"] = round(time.perf_counter() - started, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "simulate-month.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (args.out / "simulate-month.md").write_text(month_markdown(doc))
+    print(month_markdown(doc))
+
+
+def _cluster(args: argparse.Namespace) -> ClusterSpec:
+    """The large cluster: ``--nodes`` of ``--node-cores`` and ``--node-memory-gib``; executors of 4 cores, 14 GiB."""
+    return ClusterSpec(args.nodes, args.node_cores, args.node_memory_gib * GiB, 4, 14 * GiB)
+
+
+def _header(argv: Sequence[str] | None) -> dict[str, Any]:
+    """What every results file opens with: the command, the machine, the date."""
+    return {
+        "command": "python -m bench.simulate " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": f"{platform.node()} {platform.platform()}, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def run_all(args: argparse.Namespace, argv: Sequence[str] | None, cost: CostModel, loopback: LoopbackModel) -> None:
     """``all``: validate where item 2's measured file exists, simulate every scenario, write the results files."""
     started = time.perf_counter()
-    cluster = ClusterSpec(args.nodes, args.node_cores, args.node_memory_gib * GiB, 4, 14 * GiB)
+    cluster = _cluster(args)
     workload = WorkloadSpec(runs=args.runs, window_s=args.window_s)
     results: dict[str, Any] = {
-        "command": "python -m bench.simulate " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": f"{platform.node()} {platform.platform()}, Python {platform.python_version()}",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **_header(argv),
         "validated": False,
         "status": "NOT YET VALIDATED: item 2's measured shared-cluster runs do not exist yet; "
         "no figure below is a finding",

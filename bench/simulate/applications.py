@@ -145,6 +145,8 @@ class Applications(SimulationState):
         app.running += count
         app.activity += 1
         self.metrics.tasks += count
+        if phase.spills:
+            self.metrics.spilled_tasks += count
         seconds = phase.task_s
         if app.cold:  # a fresh executor's first task loads classes and warms the JIT
             warm = min(app.cold, count)

@@ -72,6 +72,10 @@ class CostModel:
             seconds += self.spill_slowdown * excess / self.memory_expansion / self.bytes_per_s
         return seconds
 
+    def spills(self, task_bytes: float, memory_share: float) -> bool:
+        """Whether a task over ``task_bytes`` pays :meth:`task_seconds`' spill term."""
+        return task_bytes * self.memory_expansion > memory_share
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

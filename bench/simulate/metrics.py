@@ -30,6 +30,8 @@ class Metrics:
     """Ready executor cores without a task while no task is left for them (narrow phases, waves' tails)."""
     applications: int = 0
     tasks: int = 0
+    spilled_tasks: int = 0
+    """Tasks whose data in memory exceeded their execution memory (the cost model's spill term applied)."""
     arrivals: list[float] = field(default_factory=list)
     first_executor: list[float] = field(default_factory=list)
     finishes: list[float] = field(default_factory=list)
@@ -70,6 +72,7 @@ class Metrics:
             **self._core_seconds(makespan),
             "applications": self.applications,
             "tasks": self.tasks,
+            "spilled_tasks": self.spilled_tasks,
             "capacity_outcomes": dict(self.capacity_outcomes),
             "capacity_decisions": self.capacity_decisions,
             "planner_calls": self.planner_calls,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from airflow_provider_finegrained.planning import ExchangeMode, RegionSizing
 from bench.simulate.costs import SHUFFLE_FRACTION, CostModel
@@ -25,7 +26,7 @@ FILE_BYTES = 128 * MiB
 
 def default_phases(policy: PolicySpec, cost: CostModel, share: float, state: RunState, stage: str) -> list[Phase]:
     """Spark's defaults: split size from default parallelism, 200 shuffle partitions coalesced by AQE (``share``:
-    a task's execution memory)."""
+    a task's execution memory); with the policy's ``adaptive`` off, its shuffle partitions as they are."""
     p = policy
     read = state.inputs[stage]
     split = min(128 * MiB, max(4 * MiB, read / p.default_parallelism))
@@ -33,12 +34,18 @@ def default_phases(policy: PolicySpec, cost: CostModel, share: float, state: Run
     scan = scan_tasks(files, split)
     shuffled = read * SHUFFLE_FRACTION
     target = min(p.advisory_partition_bytes, max(1 * MiB, shuffled / p.default_parallelism))
-    reduce = min(p.shuffle_partitions, max(1, math.ceil(shuffled / target)))
+    reduce = min(p.shuffle_partitions, max(1, math.ceil(shuffled / target))) if p.adaptive else p.shuffle_partitions
     return [
         *schema_phases(cost, len(files), share),
-        Phase(scan, cost.task_seconds(read / scan, share), driver_s=cost.driver_stage_s),
-        Phase(reduce, cost.task_seconds(shuffled / reduce, share), reads_shuffle=True),
+        task_phase(cost, scan, read, share, driver_s=cost.driver_stage_s),
+        task_phase(cost, reduce, shuffled, share, reads_shuffle=True),
     ]
+
+
+def task_phase(cost: CostModel, tasks: int, read: float, share: float, **settings: Any) -> Phase:
+    """``tasks`` equal tasks over ``read`` bytes with ``share`` bytes of execution memory each (spilling or not)."""
+    per_task = read / tasks
+    return Phase(tasks, cost.task_seconds(per_task, share), spills=cost.spills(per_task, share), **settings)
 
 
 def region_phases(
@@ -62,20 +69,19 @@ def region_phases(
         phases.extend(schema_phases(cost, len(scanned), share))
         first = len(phases)
         if files > 0:
-            scan = scan_tasks(scanned, stage.max_partition_bytes)
-            phases.append(Phase(scan, cost.task_seconds(files / scan, share)))
+            phases.append(task_phase(cost, scan_tasks(scanned, stage.max_partition_bytes), files, share))
         # The provider runs AQE as an in-query correction: shuffle partitions coalesce towards the
         # planned bytes per task (parallelismFirst off), never above the decided parallelism.
         shuffled = read * SHUFFLE_FRACTION
         reduce = min(stage.parallelism, max(1, math.ceil(shuffled / avg_bytes_per_task)))
-        phases.append(Phase(reduce, cost.task_seconds(shuffled / reduce, share), reads_shuffle=True))
+        phases.append(task_phase(cost, reduce, shuffled, share, reads_shuffle=True))
         phases[first] = replace(phases[first], driver_s=cost.driver_stage_s)
     return phases
 
 
 def schema_phases(cost: CostModel, reads: int, share: float) -> list[Phase]:
     """Spark's schema job per parquet input read without a schema: one task reading a footer."""
-    return [Phase(1, cost.task_seconds(FOOTER_BYTES, share))] * reads
+    return [task_phase(cost, 1, FOOTER_BYTES, share)] * reads
 
 
 def file_inputs(state: RunState, stage: str, region: set[str]) -> list[float]:

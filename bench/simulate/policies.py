@@ -1,7 +1,8 @@
 """The policies the simulator runs a workload under (docs/simulation.md), and their settings.
 
 - ``fixed``: every DAG task (stage) is one application holding ``fixed_executors`` executors from its
-  registration to its end; Spark's default split size and 200 shuffle partitions coalesced by AQE.
+  registration to its end; Spark's default split size and 200 shuffle partitions coalesced by AQE (with
+  ``adaptive`` off, exactly ``shuffle_partitions``: the month's hand-sized policy).
 - ``dynamic``: the same applications with dynamic allocation: executors asked for after a backlog of
   ``backlog_timeout_s``, doubling each further second, idle ones (holding no shuffle data) removed
   after ``idle_timeout_s``.
@@ -45,6 +46,9 @@ class PolicySpec:
     default_parallelism: int = 16
     """``spark.default.parallelism`` for Spark's split size and AQE (the fixed application's cores)."""
     shuffle_partitions: int = 200
+    adaptive: bool = True
+    """AQE: the fixed and dynamic policies' shuffle partitions coalesced towards ``advisory_partition_bytes``;
+    off, every shuffle runs ``shuffle_partitions`` tasks (``spark.sql.adaptive.enabled=false``)."""
     advisory_partition_bytes: int = 64 * MiB
     max_executors: int | None = None
     backlog_timeout_s: float = 1.0

@@ -32,6 +32,8 @@ class Phase:
     driver_s: float = 0.0
     """The driver's own work before this phase's tasks (a stage's planning, its output's commit and
     measurement): the application's executors wait meanwhile."""
+    spills: bool = False
+    """Each task's data in memory exceeds its share of execution memory (:meth:`CostModel.spills`)."""
 
 
 @dataclass(frozen=True)
