@@ -5,9 +5,8 @@ code, but its compiler threads take CPU from the tasks for the JVM's first tens 
 compiles quickly into slower code. So C1 alone wins where a JVM has little work (its whole life is the
 warm-up) and loses on long CPU-bound work. The work a JVM gets is estimated, before it starts, as the
 bytes the region's stages read per task slot; at or below :data:`C1_MAX_BYTES_PER_SLOT` the region's JVMs
-run C1 alone. The limit is provisional: ``python -m bench cold-start --variants jit-c1,jit-tiered`` at SF
-0.01, 1 and 10 is the measurement that should set it, and has not run on a quiet machine yet
-(docs/benchmarks/cold-start.md). Pure.
+run C1 alone. The limit comes from ``python -m bench cold-start --variants jit-c1,jit-tiered`` at SF 0.01, 1
+and 10 (``--jit-table``; docs/benchmarks/cold-start.md). Pure.
 """
 
 from __future__ import annotations
@@ -20,10 +19,12 @@ from airflow_provider_finegrained.planning.units import format_bytes
 Compiler = Literal["c1", "tiered"]
 JIT_CHOICES: Final = ("auto", "c1", "tiered")
 
-C1_MAX_BYTES_PER_SLOT: Final = 64 * 2**20
-"""Read per task slot at or below which C1 alone is chosen. Provisional: every region of the TPC-H example at SF
-0.01 to 0.1 reads under 20 MiB per slot (where C1 on every JVM is what the test suite runs with), and at SF 1
-and above the big scans read more on the loopback cluster's slots; the measurement between is not made yet."""
+C1_MAX_BYTES_PER_SLOT: Final = 400 * 2**20
+"""Read per task slot at or below which C1 alone is chosen. Measured on the loopback cluster (2 workers x 1 core,
+2026-11-28): no region reading up to 389 MiB per slot was slower with C1 alone (0.44x to 0.80x of tiered's
+seconds, the JVMs' start included), and the first that read more, 445 MiB (Q1's aggregation at SF 10), took
+2.04x. Two joins read more still and were faster with C1 (their scans skip most of what they are given), so
+bytes are a coarse measure of work: the limit sits in the measured gap, not beyond it."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The JIT decision (``planning.jit``): a table worked by hand from its rule, C1 alone at or below 64 MiB
+"""The JIT decision (``planning.jit``): a table worked by hand from its rule, C1 alone at or below 400 MiB
 read per task slot (the limit ``bench cold-start`` measured), the setting otherwise."""
 
 from __future__ import annotations
@@ -13,14 +13,17 @@ MiB = 2**20
 @pytest.mark.parametrize(
     ("setting", "read", "slots", "compiler", "reason"),
     [
-        ("auto", 0, 1, "c1", "0 B read per slot (0 B on 1) <= 64.0 MiB"),
-        ("auto", 64 * MiB, 1, "c1", "64.0 MiB read per slot (64.0 MiB on 1) <= 64.0 MiB"),
-        ("auto", 64 * MiB + 1, 1, "tiered", "64.0 MiB read per slot (64.0 MiB on 1) > 64.0 MiB"),
-        # 1 GiB on 16 slots is exactly the limit per slot; on 15 it is over.
-        ("auto", 1024 * MiB, 16, "c1", "64.0 MiB read per slot (1.0 GiB on 16) <= 64.0 MiB"),
-        ("auto", 1024 * MiB, 15, "tiered", "68.3 MiB read per slot (1.0 GiB on 15) > 64.0 MiB"),
+        ("auto", 0, 1, "c1", "0 B read per slot (0 B on 1) <= 400.0 MiB"),
+        ("auto", 400 * MiB, 1, "c1", "400.0 MiB read per slot (400.0 MiB on 1) <= 400.0 MiB"),
+        ("auto", 400 * MiB + 1, 1, "tiered", "400.0 MiB read per slot (400.0 MiB on 1) > 400.0 MiB"),
+        # 4,000 MiB on 10 slots is exactly the limit per slot; on 9 it is over.
+        ("auto", 4000 * MiB, 10, "c1", "400.0 MiB read per slot (3.9 GiB on 10) <= 400.0 MiB"),
+        ("auto", 4000 * MiB, 9, "tiered", "444.4 MiB read per slot (3.9 GiB on 9) > 400.0 MiB"),
+        # The measured points either side of it: 389 MiB per slot ran faster with C1, 445 MiB slower.
+        ("auto", 778 * MiB, 2, "c1", "389.0 MiB read per slot (778.0 MiB on 2) <= 400.0 MiB"),
+        ("auto", 890 * MiB, 2, "tiered", "445.0 MiB read per slot (890.0 MiB on 2) > 400.0 MiB"),
         # One huge input on one slot: tiered, whatever else the region reads.
-        ("auto", 10 * 1024**3, 1, "tiered", "10.0 GiB read per slot (10.0 GiB on 1) > 64.0 MiB"),
+        ("auto", 10 * 1024**3, 1, "tiered", "10.0 GiB read per slot (10.0 GiB on 1) > 400.0 MiB"),
         ("c1", 10 * 1024**3, 1, "c1", "jit=c1 set on the connection"),
         ("tiered", 0, 4, "tiered", "jit=tiered set on the connection"),
     ],
