@@ -14,8 +14,8 @@ MiB = 2**20
 
 
 def run(variant: str, regions: dict[str, tuple[int, float]], ok: bool = True) -> dict[str, Any]:
-    return {"variant": variant, "ok": ok,
-            "regions": {name: {"read_per_slot": read, "submit_s": s} for name, (read, s) in regions.items()}}  # fmt: skip
+    found = {name: {"read_per_slot": read, "submit_s": s} for name, (read, s) in regions.items()}
+    return {"variant": variant, "ok": ok, "regions": found}
 
 
 def test_points_pair_each_regions_median_under_both_jits_and_skip_failed_runs() -> None:
@@ -50,7 +50,7 @@ def point(read_mib: float, c1: float, tiered: float) -> RegionPoint:
             [point(1, 9, 10), point(50, 20, 21), point(200, 40, 35)],
             Boundary(50 * MiB, 200 * MiB, 0.03),
             id="loses-at-the-big-one",
-        ),  # fmt: skip
+        ),
         # 3% slower is within the tolerance; 3.1% is not.
         pytest.param([point(10, 10.3, 10), point(20, 10.31, 10)], Boundary(10 * MiB, 20 * MiB, 0.03), id="edge"),
         # A small region that loses sets the edge even when a bigger one wins (noise or not, C1 is not safe there).
@@ -59,7 +59,7 @@ def point(read_mib: float, c1: float, tiered: float) -> RegionPoint:
             [point(5, 9, 10), point(30, 11, 10), point(60, 9, 10)],
             Boundary(5 * MiB, 30 * MiB, 0.03),
             id="first-loss-wins",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_boundary(found: list[RegionPoint], expected: Boundary) -> None:
