@@ -64,6 +64,8 @@ VARIANTS: dict[str, Variant] = {
     "jit-c1": Variant({"jit": "c1"}),
     "jit-tiered": Variant({"jit": "tiered"}),
 }
+JIT_INPUTS = ("cold_start_jit_sf0.01", "cold_start_jit_sf1", "cold_start_jit_sf10", "cold_start_jit_sf10_round2")
+"""The results files the JIT's rule was taken from (``--jit-table``)."""
 DEFAULT_VARIANTS = ("none", "first-executor", "archive", "c1", "provider", "suite")
 
 
@@ -198,7 +200,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="run nothing: the JIT's rule from the --jit-inputs results files (cold_start_jit.md)",
     )
-    parser.add_argument("--jit-inputs", default="cold_start_jit_sf0.01,cold_start_jit_sf1,cold_start_jit_sf10")
+    parser.add_argument(
+        "--jit-inputs",
+        default="cold_start_jit_sf0.01,cold_start_jit_sf1,cold_start_jit_sf10,cold_start_jit_sf10_round2",
+    )
     return parser.parse_args(argv)
 
 

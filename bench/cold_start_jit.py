@@ -3,10 +3,11 @@ the bytes it read per task slot, over the scales ``cold-start --variants jit-c1,
 
 ``python -m bench cold-start --jit-table [--jit-inputs cold_start_jit_sf0.01,cold_start_jit_sf1,...]``
 
-Reads the results files (nothing runs), pairs each region's median seconds under ``jit-c1`` and
-``jit-tiered`` at each scale, and finds where C1 alone stops paying: the largest read per slot up to which
-no region was slower with C1 (beyond ``tolerance``), and the smallest at which one was. ``planning/jit.py``
-takes its limit from these two. Writes bench/results/cold_start_jit.json and .md.
+Reads the results files (nothing runs; files of one scale count as rounds of one measurement), pairs each
+region's median seconds under ``jit-c1`` and ``jit-tiered`` at each scale, and finds where C1 alone stops
+paying: the largest read per slot up to which no region was slower with C1 (beyond ``tolerance``), and the
+smallest at which one was. ``planning/jit.py`` takes its limit from these two. Writes
+bench/results/cold_start_jit.json and .md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 from bench.lib.report import write_results
 from bench.lib.stats import median
 
-DEFAULT_INPUTS = ("cold_start_jit_sf0.01", "cold_start_jit_sf1", "cold_start_jit_sf10")
 MiB = 2**20
 
 
@@ -99,10 +99,11 @@ def table(results: Path, inputs: Sequence[str]) -> dict[str, Any]:
     """Read the inputs' results files, write cold_start_jit.json and .md, and return the document."""
     import json
 
-    found: list[RegionPoint] = []
-    for name in inputs:
+    by_scale: dict[str, list[Mapping[str, Any]]] = {}
+    for name in inputs:  # several files of one scale are rounds of one measurement
         doc = json.loads((results / f"{name}.json").read_text())
-        found += points(str(doc["scale"]), doc["runs"])
+        by_scale.setdefault(str(doc["scale"]), []).extend(doc["runs"])
+    found = [point for scale, runs in by_scale.items() for point in points(scale, runs)]
     edge = boundary(found)
     doc = {"inputs": list(inputs), "points": [asdict(p) for p in found], "boundary": asdict(edge)}
     write_results(results / "cold_start_jit.json", doc, markdown(found, edge, inputs))

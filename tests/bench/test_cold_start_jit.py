@@ -78,3 +78,13 @@ def test_table_reads_the_files_and_writes_the_rule(tmp_path: Path) -> None:
     assert doc["boundary"] == {"c1_holds_to": MiB, "c1_loses_from": 500 * MiB, "tolerance": 0.03}
     text = (tmp_path / "cold_start_jit.md").read_text()
     assert "| 10 | a | 500.0 MiB | 90.0 | 80.0 | 1.12 |" in text and "the first slower at 500.0 MiB" in text
+
+
+def test_files_of_one_scale_are_rounds_of_one_measurement(tmp_path: Path) -> None:
+    first = {"scale": "10", "runs": [run("jit-c1", {"a": (MiB, 10.0)}), run("jit-tiered", {"a": (MiB, 20.0)})]}
+    second = {"scale": "10", "runs": [run("jit-tiered", {"a": (MiB, 30.0)}), run("jit-c1", {"a": (MiB, 14.0)})]}
+    (tmp_path / "one.json").write_text(json.dumps(first))
+    (tmp_path / "two.json").write_text(json.dumps(second))
+    assert table(tmp_path, ["one", "two"])["points"] == [
+        {"scale": "10", "region": "a", "read_per_slot": MiB, "c1_s": 12.0, "tiered_s": 25.0}
+    ]
