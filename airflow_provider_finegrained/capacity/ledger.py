@@ -329,7 +329,7 @@ def subtract(capacity: ClusterCapacity, reservations: Sequence[Reservation]) -> 
     )
     executors = sum(r.executors for r in pending)
     source = f"{capacity.source}; minus {executors} executor(s) reserved by {len(pending)} pending region(s)"
-    return ClusterCapacity(workers, source, capacity.active_apps, capacity.memory_step)
+    return replace(capacity, workers=workers, source=source)
 
 
 def _is_stale(reservation: Reservation, max_age_s: float, remote_max_age_s: float) -> bool:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from airflow_provider_finegrained.capacity import (
     subtract,
 )
 from airflow_provider_finegrained.planning import ExecutorRequest, WorkerCapacity, decide_capacity
+from airflow_provider_finegrained.planning.capacity import MasterLimit
 
 GiB = 2**30
 # Worker A: 4 cores, 8 GiB, 2 GPUs; worker B: 2 cores, 4 GiB. "running-app" is registered with the cluster.
@@ -81,6 +83,15 @@ def test_subtract_says_so_in_the_source() -> None:
     assert subtract(CLUSTER, [reservation("running-app", 1, 1, GiB)]).source == "test cluster"
     pending = [reservation("p", 2, 1, GiB), reservation("q", 1, 1, GiB)]
     assert subtract(CLUSTER, pending).source == "test cluster; minus 3 executor(s) reserved by 2 pending region(s)"
+
+
+def test_subtract_keeps_the_queue_master_limit_and_allocation_step() -> None:
+    # A pending region's executors come off the workers; what the queue lets masters hold is the RM's to count.
+    limit = MasterLimit("small", 2 * GiB, GiB)
+    cluster = replace(CLUSTER, master_limit=limit, memory_step=512 * 2**20)
+    result = subtract(cluster, [reservation("p", 2, 1, GiB)])
+    assert free(result) == [(3, 7 * GiB, 2), (1, 3 * GiB, 0)]
+    assert (result.master_limit, result.memory_step) == (limit, 512 * 2**20)
 
 
 def test_subtract_on_ties_keeps_cluster_order() -> None:
