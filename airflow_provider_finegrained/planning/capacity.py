@@ -104,8 +104,9 @@ class MasterLimit:
                 f"{format_bytes(self.used)} held, this region's needs {need}"
             )
         if self.user_limit is not None and self.user_used + master_memory > self.user_limit:
+            who = f"user {self.user}" if self.user else "one user"  # unnamed: none of its masters counted
             return (
-                f"queue {self.queue}: user {self.user}'s ApplicationMasters may hold {format_bytes(self.user_limit)}, "
+                f"queue {self.queue}: {who}'s ApplicationMasters may hold {format_bytes(self.user_limit)}, "
                 f"{format_bytes(self.user_used)} held, this region's needs {need}"
             )
         return None

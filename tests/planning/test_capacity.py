@@ -106,6 +106,14 @@ SMALL_QUEUE_FULL = MasterLimit("small", 2 * GiB, 1536 * MiB)
             "this region's needs 1.0 GiB",
             id="user-full",
         ),
+        # No user name to find in the queue's users: none of its masters counted, its share still bounds one.
+        pytest.param(
+            MasterLimit("default", 8 * GiB, 2 * GiB, None, 768 * MiB),
+            WITH_MASTER,
+            "wait",
+            "queue default: one user's ApplicationMasters may hold 768.0 MiB, 0 B held, this region's needs 1.0 GiB",
+            id="unnamed-user",
+        ),
         # Nothing held: the scheduler starts one master however small its limit.
         pytest.param(MasterLimit("tiny", 512 * MiB, 0), WITH_MASTER, "as_requested", "", id="empty-queue-starts-one"),
         # No master container (standalone client mode): the limit is not the region's business.

@@ -185,7 +185,7 @@ def parse_yarn_master_limit(scheduler: Mapping[str, Any], queue: str, user: str 
     resource calculator compares them. Not modelled: the cores of the limit (which the Dominant Resource
     Calculator compares too), user weights, node labels (the default partition's figures), and masters of
     regions granted moments ago that the RM does not count yet. None for another scheduler, a queue not found,
-    a parent queue, or an RM that does not report the limit (before Hadoop 2.8).
+    a parent queue, or an RM that does not report the limit (older releases).
     """
     info = _scheduler_info(scheduler)
     found = _find_queue(info, queue) if info.get("type") == "capacityScheduler" else None
@@ -211,9 +211,13 @@ def parse_yarn_master_limit(scheduler: Mapping[str, Any], queue: str, user: str 
     )
 
 
-def submitting_user() -> str:
-    """Who spark-submit runs as on a YARN cluster without Kerberos: ``HADOOP_USER_NAME``, else this login."""
-    return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+def submitting_user() -> str | None:
+    """Who spark-submit runs as on a YARN cluster without Kerberos: ``HADOOP_USER_NAME``, else this login;
+    None when this process's user has no name (then only the queue's limit is checked)."""
+    try:
+        return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    except (OSError, KeyError):  # no passwd entry for this uid (OSError from Python 3.13, KeyError before)
+        return None
 
 
 def limit_to_headroom(capacity: ClusterCapacity, headroom: QueueHeadroom) -> ClusterCapacity:
