@@ -283,6 +283,8 @@ def acquire(
             host=socket.gethostname(),
             pid=os.getpid(),
             created_at=time.time(),
+            master_memory=request.master_memory,
+            queue=source.queue or "",
         )
         view.add(reservation)
     return Grant(decision, capacity, source, reservation)

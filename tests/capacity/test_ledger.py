@@ -94,6 +94,19 @@ def test_subtract_keeps_the_queue_master_limit_and_allocation_step() -> None:
     assert (result.master_limit, result.memory_step) == (limit, 512 * 2**20)
 
 
+def test_pending_regions_hold_their_application_masters_in_their_queue() -> None:
+    # 1 GiB of the queue's 2 GiB held; p's master (512 MiB) not yet counted by YARN, q's is in another queue,
+    # and the running application's YARN counts already.
+    cluster = replace(CLUSTER, master_limit=MasterLimit("small", 2 * GiB, GiB, "etl", GiB, 0))
+    mine = replace(reservation("p", 1, 1, GiB), master_memory=512 * 2**20, queue="small")
+    elsewhere = replace(reservation("q", 1, 1, GiB), master_memory=GiB, queue="default")
+    running = replace(reservation("running-app", 1, 1, GiB), master_memory=GiB, queue="small")
+    result = subtract(cluster, [mine, elsewhere, running])
+    assert result.master_limit == MasterLimit("small", 2 * GiB, GiB + 512 * 2**20, "etl", GiB, 0)
+    assert result.master_limit.refusal(GiB) is not None  # 1.5 + 1 GiB > 2 GiB: the next region waits
+    assert subtract(CLUSTER, [mine]).master_limit is None  # no limit read (standalone, another scheduler)
+
+
 def test_subtract_on_ties_keeps_cluster_order() -> None:
     """Equal free cores: the first listed worker takes the first executor."""
     two = ClusterCapacity((WorkerCapacity(2, 4 * GiB), WorkerCapacity(2, 4 * GiB)), "c")
@@ -118,6 +131,16 @@ def test_subtract_on_ties_keeps_cluster_order() -> None:
             "negative amount",
             id="negative",
         ),
+        pytest.param(
+            Reservation("k", "a", 1, 1, 1).to_json().replace('"queue": ""', '"queue": 3'),
+            "'queue' has the wrong type",
+            id="queue-not-text",
+        ),
+        pytest.param(
+            Reservation("k", "a", 1, 1, 1).to_json().replace('"master_memory": 0', '"master_memory": -1'),
+            "negative amount",
+            id="negative-master",
+        ),
         pytest.param("{", "Expecting", id="not-json"),
     ],
 )
@@ -129,6 +152,11 @@ def test_reservation_json_rejects(text: str, error: str) -> None:
 def test_reservation_json_round_trip() -> None:
     original = Reservation("dag/run 1/region-a/2", "app-a", 3, 2, 2 * GiB + 384 * 2**20, 0.5)
     assert Reservation.from_json(original.to_json()) == original
+    with_master = replace(original, master_memory=GiB, queue="root.etl")
+    assert Reservation.from_json(with_master.to_json()) == with_master
+    # An earlier version's reservation (no master, no queue) still counts its executors.
+    earlier = {k: v for k, v in json.loads(with_master.to_json()).items() if k not in ("master_memory", "queue")}
+    assert Reservation.from_json(json.dumps(earlier)) == original
     assert (original.host, original.pid) == (socket.gethostname(), os.getpid())
     assert json.loads(original.to_json())["key"] == "dag/run 1/region-a/2"
 

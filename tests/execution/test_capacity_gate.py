@@ -147,6 +147,32 @@ def test_fit_now_waits_while_the_queue_holds_no_room_for_the_application_master(
         server.close()
 
 
+def test_a_region_granted_moments_ago_holds_its_application_master_in_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Queue default's masters hold 3 of 4.5 GiB; carol holds none. Her first region's master (1 GiB) fits and is
+    # reserved; before YARN counts it, her second region's would make 5 GiB: it waits, not ACCEPTED behind it.
+    server = RecordingServer()
+    try:
+        serve_rm(server, RM_SCHEDULER)
+        server.serve(RM_SCHEDULER, sample("yarn_scheduler_am_limits.json"))
+        monkeypatch.setenv("HADOOP_USER_NAME", "carol")
+        source = CapacitySource("yarn", (server.url,), queue="default", ledger_folder=str(tmp_path))
+        request = ExecutorRequest(
+            executors=1, cores=1, memory=1408 * 2**20, parallelism=1, master_cores=1, master_memory=896 * 2**20
+        )
+        first = acquire(source, request, "dag/run/a/try=1", "dag.run.a")
+        assert first.decision.outcome is CapacityOutcome.AS_REQUESTED
+        assert first.reservation is not None
+        assert (first.reservation.master_memory, first.reservation.queue) == (GiB, "default")
+        with pytest.raises(CapacityWait, match=r"ApplicationMasters may hold 4\.5 GiB, 4\.0 GiB held, this region.s"):
+            acquire(source, request, "dag/run/b/try=1", "dag.run.b")
+        first.release()
+        assert acquire(source, request, "dag/run/b/try=1", "dag.run.b").decision.outcome is CapacityOutcome.AS_REQUESTED
+    finally:
+        server.close()
+
+
 # --- the ledger on shared storage -------------------------------------------------------------------------------
 
 
