@@ -182,10 +182,11 @@ def parse_yarn_master_limit(scheduler: Mapping[str, Any], queue: str, user: str 
     Modelled: the queue's limit (``AMResourceLimit``, its ``maximum-am-resource-percent`` share) less what its
     masters hold (``usedAMResource``), and one user's (``userAMResourceLimit``, the RM's figure for its first
     active user, less that user's ``AMResourceUsed`` in ``users``); memory only, as the scheduler's default
-    resource calculator compares them. Not modelled: the cores of the limit (which the Dominant Resource
-    Calculator compares too), user weights, node labels (the default partition's figures), and masters of
-    regions granted moments ago that the RM does not count yet. None for another scheduler, a queue not found,
-    a parent queue, or an RM that does not report the limit (older releases).
+    resource calculator compares them. Regions granted moments ago hold their masters through the reservation
+    ledger (``capacity.ledger.subtract``), against the queue's limit, not a user's. Not modelled: the cores of
+    the limit (which the Dominant Resource Calculator compares too), user weights, node labels (the default
+    partition's figures count). None for another scheduler, a queue not found, a parent queue, or an RM that
+    does not report the limit (older releases).
     """
     info = _scheduler_info(scheduler)
     found = _find_queue(info, queue) if info.get("type") == "capacityScheduler" else None
