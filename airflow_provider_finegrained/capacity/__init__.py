@@ -11,7 +11,7 @@ from airflow_provider_finegrained.capacity.ledger import (
     ReservationLedger,
     subtract,
 )
-from airflow_provider_finegrained.capacity.request import executor_request, local_request
+from airflow_provider_finegrained.capacity.request import application_master, executor_request, local_request
 from airflow_provider_finegrained.capacity.sources import (
     CapacityUnavailable,
     ClusterCapacity,
@@ -25,6 +25,7 @@ __all__ = [
     "LedgerView",
     "Reservation",
     "ReservationLedger",
+    "application_master",
     "declared_capacity",
     "executor_request",
     "local_request",

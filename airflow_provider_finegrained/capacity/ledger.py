@@ -36,6 +36,7 @@ import psutil
 
 from airflow_provider_finegrained.capacity.lease import DEFAULT_LEASE_S, LeaseLock
 from airflow_provider_finegrained.capacity.sources import ClusterCapacity
+from airflow_provider_finegrained.planning.capacity import MasterLimit
 from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import StorageOptions
 from airflow_provider_finegrained.storage.locations import is_local, join, normalize_root
@@ -67,11 +68,21 @@ class Reservation:
     pid: int = field(default_factory=os.getpid)
     """The process holding the reservation: when it is gone, so is the reservation (checked on ``host`` only)."""
     created_at: float = field(default_factory=time.time)
+    master_memory: int = 0
+    """Bytes of its ApplicationMaster, held against ``queue``'s ApplicationMaster limit too (YARN)."""
+    queue: str = ""
 
     def __post_init__(self) -> None:
         if not self.key or not self.app_name:
             raise ValueError("a reservation needs a key and an application name")
-        if self.executors < 0 or self.executor_cores < 0 or self.executor_memory < 0 or self.gpus_per_executor < 0:
+        amounts = (
+            self.executors,
+            self.executor_cores,
+            self.executor_memory,
+            self.gpus_per_executor,
+            self.master_memory,
+        )
+        if min(amounts) < 0:
             raise ValueError(f"reservation {self.key!r} has a negative amount: {self}")
 
     def to_json(self) -> str:
@@ -93,11 +104,14 @@ class Reservation:
             "host": (str,),
             "pid": (int,),
             "created_at": (int, float),
+            "master_memory": (int,),
+            "queue": (str,),
         }
-        if set(data) != set(types):
+        required = set(types) - {"master_memory", "queue"}  # an earlier version's reservations lack these two
+        if not required <= set(data) <= set(types):
             raise ValueError(f"reservation fields {sorted(data)} are not {sorted(types)}")
         for name, allowed in types.items():
-            if isinstance(data[name], bool) or not isinstance(data[name], allowed):
+            if name in data and (isinstance(data[name], bool) or not isinstance(data[name], allowed)):
                 raise ValueError(f"reservation field {name!r} has the wrong type: {data[name]!r}")
         return cls(**data)
 
@@ -329,7 +343,15 @@ def subtract(capacity: ClusterCapacity, reservations: Sequence[Reservation]) -> 
     )
     executors = sum(r.executors for r in pending)
     source = f"{capacity.source}; minus {executors} executor(s) reserved by {len(pending)} pending region(s)"
-    return ClusterCapacity(workers, source, capacity.active_apps, capacity.memory_step)
+    return replace(capacity, workers=workers, source=source, master_limit=_with_pending_masters(capacity, pending))
+
+
+def _with_pending_masters(capacity: ClusterCapacity, pending: Sequence[Reservation]) -> MasterLimit | None:
+    """The queue's ApplicationMaster limit, the masters of pending regions in that queue held. Until the cluster
+    lists the application YARN may count one too: a region may wait a poll longer, never sit ACCEPTED for good."""
+    limit = capacity.master_limit
+    held = sum(r.master_memory for r in pending if limit is not None and r.queue == limit.queue)
+    return replace(limit, used=limit.used + held) if limit is not None and held else limit
 
 
 def _is_stale(reservation: Reservation, max_age_s: float, remote_max_age_s: float) -> bool:

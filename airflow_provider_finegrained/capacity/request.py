@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from airflow_provider_finegrained.planning.capacity import ExecutorRequest
+from airflow_provider_finegrained.planning.units import parse_bytes
+
+MiB = 2**20
+AM_MEMORY_OVERHEAD_FACTOR = 0.10
+"""Spark's fixed factor for a client-mode ApplicationMaster's overhead (``YarnSparkHadoopUtil``)."""
+MIN_MEMORY_OVERHEAD_MIB = 384
 
 
 def executor_request(
@@ -54,6 +62,38 @@ def local_request(
         slots_per_executor=threads // task_cpus,
         gpus=gpus,
     )
+
+
+def application_master(conf: Mapping[str, str], cluster_mode: bool) -> tuple[int, int]:
+    """The cores and bytes of a Spark application's YARN ApplicationMaster, as Spark 4's YARN client asks for it.
+
+    Client mode: Spark's executor launcher, ``spark.yarn.am.cores`` (1) and ``spark.yarn.am.memory`` (512m) plus
+    ``spark.yarn.am.memoryOverhead``, else 10% of that heap, at least 384 MiB. Cluster mode: the driver,
+    ``spark.driver.cores`` (1) and ``spark.driver.memory`` (1g) plus ``spark.driver.memoryOverhead``, else
+    ``spark.driver.memoryOverheadFactor`` (0.10) of the heap, at least ``spark.driver.minMemoryOverhead`` (384m).
+    Spark counts in whole MiB (a bare number is MiB); YARN then rounds the container up to its minimum
+    allocation (:meth:`ExecutorRequest.in_containers_of`).
+    """
+    if cluster_mode:
+        prefix, heap_default = "spark.driver.", "1g"
+        factor = float(conf.get("spark.driver.memoryOverheadFactor", AM_MEMORY_OVERHEAD_FACTOR))
+        least = _mib(conf.get("spark.driver.minMemoryOverhead", f"{MIN_MEMORY_OVERHEAD_MIB}m"), "minMemoryOverhead")
+    else:
+        prefix, heap_default = "spark.yarn.am.", "512m"
+        factor, least = AM_MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD_MIB
+    heap = _mib(conf.get(f"{prefix}memory", heap_default), f"{prefix}memory")
+    overhead = conf.get(f"{prefix}memoryOverhead")
+    extra = _mib(overhead, f"{prefix}memoryOverhead") if overhead else max(int(factor * heap), least)
+    cores = conf.get(f"{prefix}cores", "1")
+    if not cores.strip().isdigit() or int(cores) < 1:
+        raise ValueError(f"{prefix}cores: {cores!r}; allowed: a whole number of at least 1")
+    return int(cores), (heap + extra) * MiB
+
+
+def _mib(value: str, what: str) -> int:
+    """A Spark memory setting in whole MiB, as Spark reads it: a bare number is MiB, a size is truncated to MiB."""
+    text = value.strip()
+    return int(text) if text.isdigit() else parse_bytes(text, what=what) // MiB
 
 
 def _check_common(cores: int, task_cpus: int, memory: int, overhead: int, off_heap: int, gpus: float) -> None:

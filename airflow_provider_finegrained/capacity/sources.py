@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_finegrained.planning.capacity import WorkerCapacity
+from airflow_provider_finegrained.planning.capacity import MasterLimit, WorkerCapacity
 from airflow_provider_finegrained.planning.units import format_bytes
 
 MiB = 2**20
@@ -35,6 +35,8 @@ class ClusterCapacity:
     """Names of applications whose executors the cluster already counts as used."""
     memory_step: int = 0
     """Bytes a container's memory is rounded up to a multiple of (YARN's minimum allocation); 0: none."""
+    master_limit: MasterLimit | None = None
+    """What the application's queue lets ApplicationMasters hold (YARN's Capacity Scheduler); None: no limit read."""
 
     @property
     def total_free_cores(self) -> int:
@@ -61,6 +63,11 @@ class ClusterCapacity:
         text += f", from {self.source}"
         if self.active_apps:
             text += f"; running: {', '.join(sorted(self.active_apps))}"
+        if (limit := self.master_limit) is not None:
+            text += (
+                f"; queue {limit.queue}'s ApplicationMasters hold {format_bytes(limit.used)} "
+                f"of {format_bytes(limit.limit)}"
+            )
         return text
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,6 @@ from airflow_provider_finegrained.planning.capacity import (
     CapacityDecision,
     CapacityOutcome,
     ExecutorRequest,
-    WorkerCapacity,
     decide_capacity,
     queue_capacity,
 )
@@ -259,7 +258,7 @@ def acquire(
     """
     if cluster_queue:
         capacity = source.read()
-        return Grant(_decide(request, capacity, queue_capacity), capacity, source)
+        return Grant(_decide(request, capacity, cluster_queue=True), capacity, source)
     ledger = source.ledger()
     if ledger is None:
         capacity = source.read()
@@ -284,6 +283,8 @@ def acquire(
             host=socket.gethostname(),
             pid=os.getpid(),
             created_at=time.time(),
+            master_memory=request.master_memory,
+            queue=source.queue or "",
         )
         view.add(reservation)
     return Grant(decision, capacity, source, reservation)
@@ -307,13 +308,13 @@ def earlier_tries(key: str, reservations: Sequence[Reservation]) -> list[Reserva
     return found
 
 
-def _decide(
-    request: ExecutorRequest,
-    capacity: ClusterCapacity,
-    decide: Callable[[ExecutorRequest, Sequence[WorkerCapacity]], CapacityDecision] = decide_capacity,
-) -> CapacityDecision:
+def _decide(request: ExecutorRequest, capacity: ClusterCapacity, cluster_queue: bool = False) -> CapacityDecision:
     # Containers as the cluster manager allocates them (YARN rounds each up to its minimum allocation).
-    decision = decide(request.in_containers_of(capacity.memory_step), capacity.workers)
+    sized = request.in_containers_of(capacity.memory_step)
+    if cluster_queue:  # the cluster manager queues the application, ApplicationMaster limit included
+        decision = queue_capacity(sized, capacity.workers)
+    else:
+        decision = decide_capacity(sized, capacity.workers, capacity.master_limit)
     if decision.outcome is CapacityOutcome.IMPOSSIBLE:
         raise CapacityImpossible(f"{decision.message} ({capacity.source})")
     if decision.outcome is CapacityOutcome.WAIT:

@@ -3,7 +3,8 @@
 A region declares the executors it wants; given what the cluster has free, it runs as asked, runs
 smaller (never below its minimum parallelism), or cannot run now, with the numbers to say why
 (:func:`decide_capacity`). Where the cluster manager queues applications itself, a region may instead
-ask for all it wants and wait there for what is not free (:func:`queue_capacity`).
+ask for all it wants and wait there for what is not free (:func:`queue_capacity`). A queue may also cap what its
+ApplicationMasters hold (:class:`MasterLimit`): a region whose master does not fit waits, whatever else is free.
 """
 
 from __future__ import annotations
@@ -70,6 +71,47 @@ class WorkerCapacity:
     total_gpus: float | None = None
 
 
+@dataclass(frozen=True)
+class MasterLimit:
+    """What a queue lets its applications' master containers hold (YARN Capacity Scheduler's
+    ``maximum-am-resource-percent``, per queue and per user), in bytes of memory: an application whose
+    ApplicationMaster does not fit stays ACCEPTED, holding nothing, until others' masters end."""
+
+    queue: str
+    limit: int
+    """Bytes the queue's ApplicationMasters may hold together."""
+    used: int
+    """Bytes they hold now."""
+    user: str | None = None
+    """The user the region's application runs as, when the queue reports a per-user limit."""
+    user_limit: int | None = None
+    """Bytes one user's ApplicationMasters may hold; None: not reported."""
+    user_used: int = 0
+    """Bytes ``user``'s ApplicationMasters hold now."""
+
+    def refusal(self, master_memory: int) -> str | None:
+        """Why a master of ``master_memory`` bytes would not start now; None when it would.
+
+        The scheduler starts one anyway while no master holds any memory in the queue (a limit too small for
+        one application must not block the queue for good).
+        """
+        if self.used <= 0:
+            return None
+        need = format_bytes(master_memory)
+        if self.used + master_memory > self.limit:
+            return (
+                f"queue {self.queue}: ApplicationMasters may hold {format_bytes(self.limit)}, "
+                f"{format_bytes(self.used)} held, this region's needs {need}"
+            )
+        if self.user_limit is not None and self.user_used + master_memory > self.user_limit:
+            who = f"user {self.user}" if self.user else "one user"  # unnamed: none of its masters counted
+            return (
+                f"queue {self.queue}: {who}'s ApplicationMasters may hold {format_bytes(self.user_limit)}, "
+                f"{format_bytes(self.user_used)} held, this region's needs {need}"
+            )
+        return None
+
+
 class CapacityOutcome(StrEnum):
     AS_REQUESTED = "as_requested"
     REDUCED = "reduced"
@@ -92,15 +134,21 @@ class CapacityDecision:
         return self.outcome in (CapacityOutcome.AS_REQUESTED, CapacityOutcome.REDUCED, CapacityOutcome.QUEUED)
 
 
-def decide_capacity(request: ExecutorRequest, workers: Sequence[WorkerCapacity]) -> CapacityDecision:
+def decide_capacity(
+    request: ExecutorRequest, workers: Sequence[WorkerCapacity], master_limit: MasterLimit | None = None
+) -> CapacityDecision:
     """Compare a region's request with the workers' free resources (FLIP-138's declarative step).
 
     ``workers`` may be a single pseudo-worker holding a cluster's aggregate free capacity when the
-    cluster manager does not report per worker (YARN metrics, a declared capacity).
+    cluster manager does not report per worker (YARN metrics, a declared capacity). ``master_limit``: what the
+    queue lets ApplicationMasters hold; a region whose master does not fit waits, however many cores are free.
     """
     impossible = _never_fits(request, workers)
     if impossible is not None:
         return impossible
+    refused = master_limit.refusal(request.master_memory) if master_limit and request.has_master else None
+    if refused is not None:
+        return CapacityDecision(CapacityOutcome.WAIT, 0, 0, f"no room for the region's ApplicationMaster: {refused}")
     asked = _describe(request)
     fitting = _fitting(request, workers)
     free = _describe_free(workers)

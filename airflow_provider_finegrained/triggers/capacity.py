@@ -74,7 +74,9 @@ class CapacityTrigger(BaseTrigger):
             except Exception as exc:  # the master may be restarting: keep asking until the deadline
                 message = f"could not read the free capacity: {exc}"
             else:
-                decision = decide_capacity(request, capacity.workers)
+                decision = decide_capacity(
+                    request.in_containers_of(capacity.memory_step), capacity.workers, capacity.master_limit
+                )
                 message = f"{decision.message} ({capacity.source})"
                 if decision.can_run:
                     yield TriggerEvent({"status": "available", "message": message, "waited": waited})

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from airflow_provider_finegrained.capacity import (
     subtract,
 )
 from airflow_provider_finegrained.planning import ExecutorRequest, WorkerCapacity, decide_capacity
+from airflow_provider_finegrained.planning.capacity import MasterLimit
 
 GiB = 2**30
 # Worker A: 4 cores, 8 GiB, 2 GPUs; worker B: 2 cores, 4 GiB. "running-app" is registered with the cluster.
@@ -83,6 +85,28 @@ def test_subtract_says_so_in_the_source() -> None:
     assert subtract(CLUSTER, pending).source == "test cluster; minus 3 executor(s) reserved by 2 pending region(s)"
 
 
+def test_subtract_keeps_the_queue_master_limit_and_allocation_step() -> None:
+    # A pending region's executors come off the workers; what the queue lets masters hold is the RM's to count.
+    limit = MasterLimit("small", 2 * GiB, GiB)
+    cluster = replace(CLUSTER, master_limit=limit, memory_step=512 * 2**20)
+    result = subtract(cluster, [reservation("p", 2, 1, GiB)])
+    assert free(result) == [(3, 7 * GiB, 2), (1, 3 * GiB, 0)]
+    assert (result.master_limit, result.memory_step) == (limit, 512 * 2**20)
+
+
+def test_pending_regions_hold_their_application_masters_in_their_queue() -> None:
+    # 1 GiB of the queue's 2 GiB held; p's master (512 MiB) not yet counted by YARN, q's is in another queue,
+    # and the running application's YARN counts already.
+    cluster = replace(CLUSTER, master_limit=MasterLimit("small", 2 * GiB, GiB, "etl", GiB, 0))
+    mine = replace(reservation("p", 1, 1, GiB), master_memory=512 * 2**20, queue="small")
+    elsewhere = replace(reservation("q", 1, 1, GiB), master_memory=GiB, queue="default")
+    running = replace(reservation("running-app", 1, 1, GiB), master_memory=GiB, queue="small")
+    result = subtract(cluster, [mine, elsewhere, running])
+    assert result.master_limit == MasterLimit("small", 2 * GiB, GiB + 512 * 2**20, "etl", GiB, 0)
+    assert result.master_limit.refusal(GiB) is not None  # 1.5 + 1 GiB > 2 GiB: the next region waits
+    assert subtract(CLUSTER, [mine]).master_limit is None  # no limit read (standalone, another scheduler)
+
+
 def test_subtract_on_ties_keeps_cluster_order() -> None:
     """Equal free cores: the first listed worker takes the first executor."""
     two = ClusterCapacity((WorkerCapacity(2, 4 * GiB), WorkerCapacity(2, 4 * GiB)), "c")
@@ -107,6 +131,16 @@ def test_subtract_on_ties_keeps_cluster_order() -> None:
             "negative amount",
             id="negative",
         ),
+        pytest.param(
+            Reservation("k", "a", 1, 1, 1).to_json().replace('"queue": ""', '"queue": 3'),
+            "'queue' has the wrong type",
+            id="queue-not-text",
+        ),
+        pytest.param(
+            Reservation("k", "a", 1, 1, 1).to_json().replace('"master_memory": 0', '"master_memory": -1'),
+            "negative amount",
+            id="negative-master",
+        ),
         pytest.param("{", "Expecting", id="not-json"),
     ],
 )
@@ -118,6 +152,11 @@ def test_reservation_json_rejects(text: str, error: str) -> None:
 def test_reservation_json_round_trip() -> None:
     original = Reservation("dag/run 1/region-a/2", "app-a", 3, 2, 2 * GiB + 384 * 2**20, 0.5)
     assert Reservation.from_json(original.to_json()) == original
+    with_master = replace(original, master_memory=GiB, queue="root.etl")
+    assert Reservation.from_json(with_master.to_json()) == with_master
+    # An earlier version's reservation (no master, no queue) still counts its executors.
+    earlier = {k: v for k, v in json.loads(with_master.to_json()).items() if k not in ("master_memory", "queue")}
+    assert Reservation.from_json(json.dumps(earlier)) == original
     assert (original.host, original.pid) == (socket.gethostname(), os.getpid())
     assert json.loads(original.to_json())["key"] == "dag/run 1/region-a/2"
 

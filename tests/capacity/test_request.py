@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_finegrained.capacity import declared_capacity, executor_request, local_request
+from airflow_provider_finegrained.capacity import application_master, declared_capacity, executor_request, local_request
 from airflow_provider_finegrained.planning import CapacityOutcome, ExecutorRequest, WorkerCapacity, decide_capacity
 
 MiB, GiB = 2**20, 2**30
@@ -119,3 +119,60 @@ def test_local_request_against_declared_machine(threads: int, outcome: CapacityO
 def test_executor_request_rejects(args: tuple[int, int, int, int, int, int, float, int, int], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         executor_request(*args)
+
+
+@pytest.mark.parametrize(
+    ("cluster_mode", "conf", "step_mib", "expected"),
+    [
+        # Client mode: Spark's executor launcher, 512 MiB + the 384 MiB minimum overhead; YARN's steps round it up.
+        pytest.param(False, {}, 0, (1, 896), id="client-defaults"),
+        pytest.param(False, {}, 256, (1, 1024), id="client-defaults-256-step"),
+        pytest.param(False, {}, 1024, (1, 1024), id="client-defaults-1g-step"),
+        pytest.param(False, {"spark.yarn.am.memory": "2g"}, 512, (1, 2560), id="client-min-overhead"),  # 2048 + 384
+        # 10% of 8 GiB is 819.2 MiB: Spark counts whole MiB.
+        pytest.param(False, {"spark.yarn.am.memory": "8g"}, 0, (1, 8192 + 819), id="client-ten-percent"),
+        pytest.param(False, {"spark.yarn.am.memory": "2048"}, 0, (1, 2048 + 384), id="client-bare-number-is-mib"),
+        pytest.param(
+            False,
+            {"spark.yarn.am.memoryOverhead": "1g", "spark.yarn.am.cores": "2"},
+            0,
+            (2, 512 + 1024),
+            id="client-overrides",
+        ),
+        # The driver's settings size the driver, which runs beside spark-submit, not in the ApplicationMaster.
+        pytest.param(False, {"spark.driver.memory": "4g", "spark.driver.cores": "4"}, 0, (1, 896), id="client-driver"),
+        # Cluster mode: the driver is the ApplicationMaster, 1 GiB + 384 MiB by default.
+        pytest.param(True, {}, 0, (1, 1408), id="cluster-defaults"),
+        pytest.param(True, {}, 512, (1, 1536), id="cluster-defaults-512-step"),
+        pytest.param(True, {"spark.driver.memory": "4g"}, 1024, (1, 5120), id="cluster-ten-percent"),  # 4096 + 409
+        pytest.param(
+            True,
+            {"spark.driver.memory": "4g", "spark.driver.memoryOverheadFactor": "0.25"},
+            0,
+            (1, 4096 + 1024),
+            id="cluster-overhead-factor",
+        ),
+        pytest.param(
+            True, {"spark.driver.minMemoryOverhead": "1g"}, 0, (1, 1024 + 1024), id="cluster-minimum-overhead"
+        ),
+        pytest.param(
+            True,
+            {"spark.driver.memoryOverhead": "600m", "spark.driver.cores": "3", "spark.yarn.am.memory": "8g"},
+            0,
+            (3, 1024 + 600),
+            id="cluster-overrides",
+        ),
+    ],
+)
+def test_the_application_master_is_sized_as_spark_4_sizes_it(
+    cluster_mode: bool, conf: dict[str, str], step_mib: int, expected: tuple[int, int]
+) -> None:
+    cores, memory = application_master(conf, cluster_mode)
+    request = ExecutorRequest(1, 1, GiB, 1, master_cores=cores, master_memory=memory).in_containers_of(step_mib * MiB)
+    assert (request.master_cores, request.master_memory) == (expected[0], expected[1] * MiB)
+
+
+@pytest.mark.parametrize("cores", ["0", "two", "-1"])
+def test_application_master_cores_must_be_a_whole_number(cores: str) -> None:
+    with pytest.raises(ValueError, match=r"spark.yarn.am.cores: .*; allowed: a whole number of at least 1"):
+        application_master({"spark.yarn.am.cores": cores}, cluster_mode=False)

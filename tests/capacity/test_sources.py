@@ -5,6 +5,10 @@ with 2 fake GPUs from a discovery script): idle, with an application holding 2 e
 and 1 GPU, with an application waiting for executors no worker can hold, and with one worker killed (DEAD).
 YARN cannot run here: its samples follow the ResourceManager REST documentation and the RM's NodeInfo /
 ClusterMetricsInfo classes (Hadoop 3.3+ adds the ``*Resource`` objects), served by a real local HTTP server.
+``yarn_scheduler_am_limits.json`` follows CapacitySchedulerLeafQueueInfo and UserInfo (Hadoop 3.x: each leaf's
+``AMResourceLimit``, ``usedAMResource``, ``userAMResourceLimit`` and ``users``) for 24 GiB, 16 vcores, a 512 MiB
+minimum allocation and ``maximum-am-resource-percent`` 0.25; ``yarn_scheduler_capacity.json``'s leaves have the
+older shape without them. The loopback ResourceManager's own answer is read in tests/hadoop.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,7 @@ from airflow_provider_finegrained.launchers.standalone.capacity import (
 from airflow_provider_finegrained.launchers.yarn.capacity import (
     QueueHeadroom,
     fetch_yarn_capacity,
+    parse_yarn_master_limit,
     parse_yarn_metrics,
     parse_yarn_nodes,
     parse_yarn_queue_headroom,
@@ -47,6 +53,7 @@ from airflow_provider_finegrained.launchers.yarn.capacity import (
     yarn_requests,
 )
 from airflow_provider_finegrained.planning import CapacityOutcome, WorkerCapacity, decide_capacity
+from airflow_provider_finegrained.planning.capacity import MasterLimit
 
 SAMPLES = Path(__file__).parent / "samples"
 MiB, GiB = 2**20, 2**30
@@ -371,6 +378,94 @@ def test_queue_headroom_unknown_queue_and_other_scheduler() -> None:
     with pytest.raises(CapacityUnavailable, match="YARN queue 'nope' is not in the Capacity Scheduler's queues"):
         parse_yarn_queue_headroom(sample("yarn_scheduler_capacity.json"), "nope", metrics)
     assert parse_yarn_queue_headroom(sample("yarn_scheduler_fair.json"), "etl", metrics) is None
+
+
+@pytest.mark.parametrize(
+    ("sample_name", "queue", "user", "limit"),
+    [
+        # 2 of the queue's 4.5 GiB held; one user may hold 2.5 GiB (userLimit 50 with two active users).
+        pytest.param(
+            "yarn_scheduler_am_limits.json",
+            "default",
+            "alice",
+            MasterLimit("default", 4608 * MiB, 3072 * MiB, "alice", 2560 * MiB, 2048 * MiB),
+            id="per-user",
+        ),
+        pytest.param(
+            "yarn_scheduler_am_limits.json",
+            "root.default",
+            "carol",  # holds no ApplicationMaster: not among the queue's users
+            MasterLimit("root.default", 4608 * MiB, 3072 * MiB, "carol", 2560 * MiB, 0),
+            id="user-without-applications",
+        ),
+        pytest.param(
+            "yarn_scheduler_am_limits.json",
+            "small",
+            None,
+            MasterLimit("small", 1536 * MiB, 1024 * MiB, None, 1536 * MiB, 0),
+            id="queue-half-held",
+        ),
+        pytest.param(
+            "yarn_scheduler_am_limits.json",
+            "idle",
+            "alice",
+            MasterLimit("idle", 1024 * MiB, 0, "alice", 1024 * MiB, 0),
+            id="users-null",
+        ),
+        # An older ResourceManager's leaves do not report the limit; a parent queue has none of its own.
+        pytest.param("yarn_scheduler_capacity.json", "etl", "alice", None, id="older-rm-without-the-fields"),
+        pytest.param("yarn_scheduler_capacity.json", "prod", "alice", None, id="parent-queue"),
+        pytest.param("yarn_scheduler_am_limits.json", "nightly", "alice", None, id="unknown-queue"),
+        pytest.param("yarn_scheduler_fair.json", "etl", "alice", None, id="fair-scheduler"),
+    ],
+)
+def test_parse_yarn_master_limit(sample_name: str, queue: str, user: str | None, limit: MasterLimit | None) -> None:
+    assert parse_yarn_master_limit(sample(sample_name), queue, user) == limit
+
+
+@pytest.mark.parametrize(
+    ("queue", "user", "master", "refusal"),
+    [
+        # The queue would hold 3 + 1 of its 4.5 GiB, but alice's own masters 2 + 1 of her 2.5 GiB.
+        ("default", "alice", 1024, "queue default: user alice's ApplicationMasters may hold 2.5 GiB, 2.0 GiB held"),
+        ("default", "bob", 1024, None),  # 1 + 1 of 2.5 GiB
+        ("default", "carol", 1536, None),  # the queue exactly full: 3 + 1.5 = 4.5 GiB still fits
+        ("default", "carol", 2048, "queue default: ApplicationMasters may hold 4.5 GiB, 3.0 GiB held"),
+        ("small", "etl", 1024, "queue small: ApplicationMasters may hold 1.5 GiB, 1.0 GiB held"),
+        ("idle", "alice", 1536, None),  # no master in the queue: the scheduler starts one however big
+    ],
+)
+def test_the_master_limit_refuses_a_master_that_does_not_fit(
+    queue: str, user: str, master: int, refusal: str | None
+) -> None:
+    limit = parse_yarn_master_limit(sample("yarn_scheduler_am_limits.json"), queue, user)
+    assert limit is not None
+    said = limit.refusal(master * MiB)
+    if refusal is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith(refusal), said
+        assert said.endswith(f"this region's needs {master * MiB / GiB:.1f} GiB")
+
+
+def test_fetch_yarn_queue_reads_its_master_limit_for_the_submitting_user(
+    server: RecordingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_rm(server, RM_SCHEDULER)
+    server.serve(RM_SCHEDULER, sample("yarn_scheduler_am_limits.json"))
+    monkeypatch.setenv("HADOOP_USER_NAME", "alice")  # spark-submit runs as her on a cluster without Kerberos
+    capacity = fetch_yarn_capacity(server.url, timeout_s=2, queue="default")
+    assert capacity.master_limit == MasterLimit("default", 4608 * MiB, 3072 * MiB, "alice", 2560 * MiB, 2048 * MiB)
+    assert "queue default's ApplicationMasters hold 3.0 GiB of 4.5 GiB" in capacity.describe()
+    assert fetch_yarn_capacity(server.url, timeout_s=2, queue="default", user="bob").master_limit == replace(
+        capacity.master_limit, user="bob", user_used=1024 * MiB
+    )
+    # The older ResourceManager's queue (no limit reported) says so; no queue named, nothing is read.
+    serve_rm(server)
+    older = fetch_yarn_capacity(server.url, timeout_s=2, queue="etl")
+    assert older.master_limit is None
+    assert older.source.endswith("(its ApplicationMaster limit not reported)")
+    assert fetch_yarn_capacity(server.url, timeout_s=2).master_limit is None
 
 
 def serve_rm(server: RecordingServer, *skip: str) -> None:

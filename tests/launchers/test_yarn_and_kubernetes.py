@@ -533,7 +533,7 @@ MiB = 2**20
     [
         # Client mode: Spark's executor launcher, spark.yarn.am.* (1 core, 512 MiB + the 384 MiB minimum overhead).
         ("client", {}, (1, 896 * MiB)),
-        ("client", {"spark.yarn.am.cores": "2", "spark.yarn.am.memory": "8g"}, (2, 8192 * MiB + 8192 * MiB // 10)),
+        ("client", {"spark.yarn.am.cores": "2", "spark.yarn.am.memory": "8g"}, (2, (8192 + 819) * MiB)),  # whole MiB
         ("client", {"spark.driver.memory": "4g"}, (1, 896 * MiB)),  # the driver is the task's child here
         # Cluster mode: the driver itself, spark.driver.* (default 1 GiB heap + 384 MiB).
         ("cluster", {}, (1, 1408 * MiB)),

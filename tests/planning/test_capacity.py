@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from airflow_provider_finegrained.planning import (
@@ -14,6 +16,7 @@ from airflow_provider_finegrained.planning import (
     decide_capacity,
     queue_capacity,
 )
+from airflow_provider_finegrained.planning.capacity import MasterLimit
 
 GiB = 2**30
 # 4 executors x 2 slots = 8 slots for 16 tasks: two waves. Minimum parallelism 4.
@@ -74,6 +77,71 @@ def test_an_application_master_takes_its_container_before_the_executors(
         decision.message
     )
     assert queue_capacity(WITH_MASTER, workers).executors == 4  # queued: asks for all, YARN places the master
+
+
+MiB = 2**20
+SMALL_QUEUE_FULL = MasterLimit("small", 2 * GiB, 1536 * MiB)
+
+
+@pytest.mark.parametrize(
+    ("limit", "request_", "outcome", "message"),
+    [
+        # Cores and memory for all 4 executors, but 1.5 GiB of the queue's 2 GiB held by masters: 1 more does not fit.
+        pytest.param(
+            SMALL_QUEUE_FULL,
+            WITH_MASTER,
+            "wait",
+            "no room for the region's ApplicationMaster: queue small: ApplicationMasters may hold 2.0 GiB, 1.5 GiB "
+            "held, this region's needs 1.0 GiB",
+            id="queue-full",
+        ),
+        pytest.param(
+            SMALL_QUEUE_FULL, replace(WITH_MASTER, master_memory=512 * MiB), "as_requested", "", id="small-master-fits"
+        ),
+        pytest.param(
+            MasterLimit("default", 8 * GiB, 2 * GiB, "alice", 3 * GiB, 2560 * MiB),
+            WITH_MASTER,
+            "wait",
+            "queue default: user alice's ApplicationMasters may hold 3.0 GiB, 2.5 GiB held, "
+            "this region's needs 1.0 GiB",
+            id="user-full",
+        ),
+        # No user name to find in the queue's users: none of its masters counted, its share still bounds one.
+        pytest.param(
+            MasterLimit("default", 8 * GiB, 2 * GiB, None, 768 * MiB),
+            WITH_MASTER,
+            "wait",
+            "queue default: one user's ApplicationMasters may hold 768.0 MiB, 0 B held, this region's needs 1.0 GiB",
+            id="unnamed-user",
+        ),
+        # Nothing held: the scheduler starts one master however small its limit.
+        pytest.param(MasterLimit("tiny", 512 * MiB, 0), WITH_MASTER, "as_requested", "", id="empty-queue-starts-one"),
+        # No master container (standalone client mode): the limit is not the region's business.
+        pytest.param(
+            SMALL_QUEUE_FULL, replace(WITH_MASTER, master_cores=0, master_memory=0), "as_requested", "", id="no-master"
+        ),
+        # A region that could never run fails rather than wait for masters to end.
+        pytest.param(
+            SMALL_QUEUE_FULL,
+            replace(WITH_MASTER, cores=16),
+            "impossible",
+            "no worker can ever hold one executor",
+            id="impossible-first",
+        ),
+    ],
+)
+def test_a_region_whose_application_master_does_not_fit_the_queue_waits(
+    limit: MasterLimit, request_: ExecutorRequest, outcome: str, message: str
+) -> None:
+    workers = [WorkerCapacity(8, 16 * GiB, total_cores=8, total_memory=16 * GiB)] * 2
+    assert decide_capacity(request_, workers).outcome in ("as_requested", "impossible")  # without the limit
+    decision = decide_capacity(request_, workers, limit)
+    assert decision.outcome == outcome
+    assert message in decision.message
+    if outcome == "wait":
+        assert (decision.executors, decision.parallelism, decision.can_run) == (0, 0, False)
+    # Where YARN queues the application, it queues the master too: cluster_queue is unchanged.
+    assert queue_capacity(request_, workers).outcome == ("impossible" if outcome == "impossible" else "queued")
 
 
 @pytest.mark.parametrize(

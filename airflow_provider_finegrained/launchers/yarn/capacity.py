@@ -1,12 +1,15 @@
 """Free capacity of a YARN cluster, from the ResourceManager's REST API.
 
 Per node (``/ws/v1/cluster/nodes``) when that answers, else the cluster metrics as one pseudo-worker; the
-running applications it already counts; and for a queue, the Capacity Scheduler's headroom as a cap.
+running applications it already counts; and for a queue, the Capacity Scheduler's headroom as a cap and what the
+queue lets ApplicationMasters hold (:func:`parse_yarn_master_limit`).
 """
 
 from __future__ import annotations
 
+import getpass
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,7 +23,7 @@ from airflow_provider_finegrained.capacity.sources import (
     json_int,
 )
 from airflow_provider_finegrained.launchers.http import ACCEPT_JSON, HttpRequest, HttpRequestError, get_json, redact_url
-from airflow_provider_finegrained.planning.capacity import WorkerCapacity
+from airflow_provider_finegrained.planning.capacity import MasterLimit, WorkerCapacity
 from airflow_provider_finegrained.planning.units import format_bytes
 
 DEFAULT_QUEUE = "default"
@@ -149,7 +152,8 @@ def parse_yarn_queue_headroom(
     """Headroom of ``queue`` from ``/ws/v1/cluster/scheduler`` and ``/ws/v1/cluster/metrics``.
 
     Capacity Scheduler only (``absoluteMaxCapacity`` percent of the cluster totals, minus ``resourcesUsed``);
-    returns None for another scheduler. User limits and AM shares are not modelled.
+    returns None for another scheduler. The ApplicationMaster limit is :func:`parse_yarn_master_limit`'s; the
+    user limit on containers (``userLimit``, ``userLimitFactor``) is not modelled.
     """
     info = _scheduler_info(scheduler)
     if info.get("type") != "capacityScheduler":
@@ -172,6 +176,51 @@ def parse_yarn_queue_headroom(
     return QueueHeadroom(queue, max(0, cores), max(0, mib) * MiB)
 
 
+def parse_yarn_master_limit(scheduler: Mapping[str, Any], queue: str, user: str | None) -> MasterLimit | None:
+    """What the leaf ``queue`` lets ApplicationMasters hold, from ``/ws/v1/cluster/scheduler`` (Capacity Scheduler).
+
+    Modelled: the queue's limit (``AMResourceLimit``, its ``maximum-am-resource-percent`` share) less what its
+    masters hold (``usedAMResource``), and one user's (``userAMResourceLimit``, the RM's figure for its first
+    active user, less that user's ``AMResourceUsed`` in ``users``); memory only, as the scheduler's default
+    resource calculator compares them. Regions granted moments ago hold their masters through the reservation
+    ledger (``capacity.ledger.subtract``), against the queue's limit, not a user's. Not modelled: the cores of
+    the limit (which the Dominant Resource Calculator compares too), user weights, node labels (the default
+    partition's figures count). None for another scheduler, a queue not found, a parent queue, or an RM that
+    does not report the limit (older releases).
+    """
+    info = _scheduler_info(scheduler)
+    found = _find_queue(info, queue) if info.get("type") == "capacityScheduler" else None
+    if found is None or not isinstance(found.get("AMResourceLimit"), Mapping):
+        return None
+    where = f"queue {queue}"
+    used = found.get("usedAMResource")
+    user_limit = found.get("userAMResourceLimit")
+    users = found.get("users")
+    mine = [
+        entry
+        for entry in (as_list(users.get("user")) if isinstance(users, Mapping) else [])
+        if isinstance(entry, Mapping) and user is not None and entry.get("username") == user
+    ]
+    user_used = mine[0].get("AMResourceUsed") if mine else None
+    return MasterLimit(
+        queue=queue,
+        limit=json_int(found["AMResourceLimit"], "memory", where) * MiB,
+        used=json_int(used, "memory", where) * MiB if isinstance(used, Mapping) else 0,
+        user=user,
+        user_limit=json_int(user_limit, "memory", where) * MiB if isinstance(user_limit, Mapping) else None,
+        user_used=json_int(user_used, "memory", where) * MiB if isinstance(user_used, Mapping) else 0,
+    )
+
+
+def submitting_user() -> str | None:
+    """Who spark-submit runs as on a YARN cluster without Kerberos: ``HADOOP_USER_NAME``, else this login;
+    None when this process's user has no name (then only the queue's limit is checked)."""
+    try:
+        return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    except (OSError, KeyError):  # no passwd entry for this uid (OSError from Python 3.13, KeyError before)
+        return None
+
+
 def limit_to_headroom(capacity: ClusterCapacity, headroom: QueueHeadroom) -> ClusterCapacity:
     """Cap the workers' free resources so their sum stays within a queue's headroom (first workers first)."""
     cores, memory = headroom.cores, headroom.memory
@@ -184,7 +233,7 @@ def limit_to_headroom(capacity: ClusterCapacity, headroom: QueueHeadroom) -> Clu
         f"{capacity.source}, within queue {headroom.queue} "
         f"({headroom.cores} core(s), {format_bytes(headroom.memory)} headroom)"
     )
-    return ClusterCapacity(tuple(workers), source, capacity.active_apps, capacity.memory_step)
+    return replace(capacity, workers=tuple(workers), source=source)
 
 
 MIN_ALLOCATION = "yarn.scheduler.minimum-allocation-mb"
@@ -201,11 +250,14 @@ def fetch_memory_step(rm_url: str, timeout_s: float = 5) -> int:
         return 0
 
 
-def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = None) -> ClusterCapacity:
+def fetch_yarn_capacity(
+    rm_url: str, timeout_s: float = 5, queue: str | None = None, user: str | None = None
+) -> ClusterCapacity:
     """Free capacity from a YARN ResourceManager: per node when the nodes call answers, else cluster metrics.
 
     Running applications' names come along when that call answers (else none, which only makes a ledger
-    more careful). With ``queue``, a Capacity Scheduler queue's headroom caps the result.
+    more careful). With ``queue``, a Capacity Scheduler queue's headroom caps the result and its
+    ApplicationMaster limit comes along, for ``user`` (default :func:`submitting_user`).
     """
     requests = yarn_requests(rm_url, queue)
     source = f"YARN ResourceManager {redact_url(rm_url.rstrip('/'))}"
@@ -244,6 +296,11 @@ def fetch_yarn_capacity(rm_url: str, timeout_s: float = 5, queue: str | None = N
             capacity = replace(capacity, source=f"{capacity.source} (queue {queue} not checked: {why})")
         else:
             capacity = limit_to_headroom(capacity, headroom)
+        if scheduler is not None:
+            limit = parse_yarn_master_limit(scheduler, queue, user or submitting_user())
+            capacity = replace(capacity, master_limit=limit)
+            if limit is None and headroom is not None:
+                capacity = replace(capacity, source=f"{capacity.source} (its ApplicationMaster limit not reported)")
     return replace(capacity, memory_step=fetch_memory_step(rm_url, timeout_s))
 
 

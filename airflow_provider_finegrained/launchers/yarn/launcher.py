@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from airflow_provider_finegrained.capacity.request import application_master
 from airflow_provider_finegrained.launchers.base import CapacityKind, LaunchHandle, LaunchSpec, LaunchStatus, LogLike
 from airflow_provider_finegrained.launchers.http import HttpRequestError
 from airflow_provider_finegrained.launchers.master import MasterKind
@@ -25,8 +26,6 @@ from airflow_provider_finegrained.launchers.yarn.applications import (
     yarn_app_status,
     yarn_launch_status,
 )
-from airflow_provider_finegrained.planning.units import parse_bytes
-from airflow_provider_finegrained.settings.resources import MEMORY_OVERHEAD_FACTOR, MIN_MEMORY_OVERHEAD
 from airflow_provider_finegrained.spark.process import SparkSubmitProcess
 from airflow_provider_finegrained.spark.submit import SubmitRequest
 
@@ -98,19 +97,8 @@ class YarnLauncher(SparkSubmitLauncher):
         return dict(APPLICATION_CONF)
 
     def master_container(self, conf: Mapping[str, str]) -> tuple[int, int]:
-        """YARN's ApplicationMaster: the driver in cluster mode, else Spark's small executor launcher.
-
-        Spark sizes it as ``spark.yarn.am.*`` (client mode) or ``spark.driver.*`` (cluster mode): cores, heap
-        and an overhead of ``memoryOverhead`` or 10% of the heap, at least 384 MiB.
-        """
-        prefix, heap = ("spark.driver.", "1g") if self.settings.deploy_mode == "cluster" else ("spark.yarn.am.", "512m")
-        memory = parse_bytes(conf.get(f"{prefix}memory", heap))
-        overhead = conf.get(f"{prefix}memoryOverhead")
-        if overhead:
-            extra = parse_bytes(overhead, what=f"{prefix}memoryOverhead")
-        else:
-            extra = max(MIN_MEMORY_OVERHEAD, int(MEMORY_OVERHEAD_FACTOR * memory))
-        return int(conf.get(f"{prefix}cores", "1")), memory + extra
+        """YARN's ApplicationMaster: the driver in cluster mode, else Spark's small executor launcher."""
+        return application_master(conf, cluster_mode=self.settings.deploy_mode == "cluster")
 
     def request(self, spec: LaunchSpec) -> SubmitRequest:
         if self.settings.deploy_mode != "cluster":
