@@ -13,6 +13,7 @@ older shape without them. The loopback ResourceManager's own answer is read in t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -480,6 +481,18 @@ def serve_rm(server: RecordingServer, *skip: str) -> None:
             server.serve(path, sample(name))
     if RM_MIN_ALLOCATION not in skip:
         server.serve(RM_MIN_ALLOCATION, MIN_ALLOCATION_ANSWER)
+
+
+@contextlib.contextmanager
+def rm_with_am_limits() -> Iterator[str]:
+    """A ResourceManager whose scheduler reports ApplicationMaster limits (``yarn_scheduler_am_limits.json``)."""
+    server = RecordingServer()
+    try:
+        serve_rm(server, RM_SCHEDULER)
+        server.serve(RM_SCHEDULER, sample("yarn_scheduler_am_limits.json"))
+        yield server.url
+    finally:
+        server.close()
 
 
 def test_fetch_yarn_per_node_with_running_apps(server: RecordingServer) -> None:

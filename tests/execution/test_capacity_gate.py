@@ -21,7 +21,7 @@ from airflow_provider_finegrained.execution.capacity_gate import (
 from airflow_provider_finegrained.planning import CapacityOutcome, ClusterProfile, ExecutorRequest
 from airflow_provider_finegrained.planning.capacity import minimum_slots
 from airflow_provider_finegrained.storage.filesystem import list_files, remove
-from tests.capacity.test_sources import RM_SCHEDULER, RecordingServer, sample, serve_rm
+from tests.capacity.test_sources import rm_with_am_limits
 from tests.conftest import S3_BUCKET, s3_options
 from tests.execution.test_executor_lifecycle import sizing
 
@@ -120,11 +120,8 @@ def test_fit_now_waits_while_the_queue_holds_no_room_for_the_application_master(
     # Queue default has 4 cores and 7.8 GiB to spare, enough for the region's 2 executors and its master; but
     # alice's masters hold 2 of the 2.5 GiB one user's may (yarn_scheduler_am_limits.json): YARN would keep
     # hers ACCEPTED, so fit_now waits. bob's fits; cluster_queue asks YARN as before.
-    server = RecordingServer()
-    try:
-        serve_rm(server, RM_SCHEDULER)
-        server.serve(RM_SCHEDULER, sample("yarn_scheduler_am_limits.json"))
-        source = CapacitySource("yarn", (server.url,), queue="default", ledger_folder=str(tmp_path))
+    with rm_with_am_limits() as url:
+        source = CapacitySource("yarn", (url,), queue="default", ledger_folder=str(tmp_path))
         request = ExecutorRequest(
             executors=2, cores=1, memory=1408 * 2**20, parallelism=2, master_cores=1, master_memory=896 * 2**20
         )
@@ -143,8 +140,6 @@ def test_fit_now_waits_while_the_queue_holds_no_room_for_the_application_master(
         monkeypatch.setenv("HADOOP_USER_NAME", "bob")
         granted = acquire(source, request, "bob-region", "bob-app")
         assert (granted.decision.outcome, granted.decision.executors) == (CapacityOutcome.AS_REQUESTED, 2)
-    finally:
-        server.close()
 
 
 def test_a_region_granted_moments_ago_holds_its_application_master_in_the_queue(
@@ -152,12 +147,9 @@ def test_a_region_granted_moments_ago_holds_its_application_master_in_the_queue(
 ) -> None:
     # Queue default's masters hold 3 of 4.5 GiB; carol holds none. Her first region's master (1 GiB) fits and is
     # reserved; before YARN counts it, her second region's would make 5 GiB: it waits, not ACCEPTED behind it.
-    server = RecordingServer()
-    try:
-        serve_rm(server, RM_SCHEDULER)
-        server.serve(RM_SCHEDULER, sample("yarn_scheduler_am_limits.json"))
+    with rm_with_am_limits() as url:
         monkeypatch.setenv("HADOOP_USER_NAME", "carol")
-        source = CapacitySource("yarn", (server.url,), queue="default", ledger_folder=str(tmp_path))
+        source = CapacitySource("yarn", (url,), queue="default", ledger_folder=str(tmp_path))
         request = ExecutorRequest(
             executors=1, cores=1, memory=1408 * 2**20, parallelism=1, master_cores=1, master_memory=896 * 2**20
         )
@@ -169,8 +161,6 @@ def test_a_region_granted_moments_ago_holds_its_application_master_in_the_queue(
             acquire(source, request, "dag/run/b/try=1", "dag.run.b")
         first.release()
         assert acquire(source, request, "dag/run/b/try=1", "dag.run.b").decision.outcome is CapacityOutcome.AS_REQUESTED
-    finally:
-        server.close()
 
 
 # --- the ledger on shared storage -------------------------------------------------------------------------------

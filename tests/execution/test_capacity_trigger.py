@@ -142,14 +142,11 @@ def test_a_reservation_on_hdfs_keeps_the_trigger_waiting(monkeypatch: pytest.Mon
 def test_a_full_application_master_limit_keeps_it_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The same reading as the gate's (tests/execution/test_capacity_gate.py): alice's masters hold 2 of the
     # 2.5 GiB one user's may; a master of 896 MiB is 1 GiB in the RM's 512 MiB steps, so it never fires.
-    from tests.capacity.test_sources import RM_SCHEDULER, RecordingServer, sample, serve_rm
+    from tests.capacity.test_sources import rm_with_am_limits
 
-    server = RecordingServer()
-    try:
-        serve_rm(server, RM_SCHEDULER)
-        server.serve(RM_SCHEDULER, sample("yarn_scheduler_am_limits.json"))
+    with rm_with_am_limits() as url:
         monkeypatch.setenv("HADOOP_USER_NAME", "alice")
-        source = CapacitySource("yarn", (server.url,), queue="default", ledger_folder=str(tmp_path))
+        source = CapacitySource("yarn", (url,), queue="default", ledger_folder=str(tmp_path))
         request = ExecutorRequest(
             executors=2, cores=1, memory=1408 * 2**20, parallelism=2, master_cores=1, master_memory=896 * 2**20
         )
@@ -160,5 +157,3 @@ def test_a_full_application_master_limit_keeps_it_waiting(tmp_path: Path, monkey
             "user alice's ApplicationMasters may hold 2.5 GiB, 2.0 GiB held, this region's needs 1.0 GiB"
             in (event["message"])
         )
-    finally:
-        server.close()
