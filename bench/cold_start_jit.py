@@ -12,6 +12,7 @@ bench/results/cold_start_jit.json and .md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -97,8 +98,6 @@ def markdown(found: Sequence[RegionPoint], edge: Boundary, inputs: Sequence[str]
 
 def table(results: Path, inputs: Sequence[str]) -> dict[str, Any]:
     """Read the inputs' results files, write cold_start_jit.json and .md, and return the document."""
-    import json
-
     by_scale: dict[str, list[Mapping[str, Any]]] = {}
     for name in inputs:  # several files of one scale are rounds of one measurement
         doc = json.loads((results / f"{name}.json").read_text())
