@@ -12,7 +12,7 @@ from airflow_provider_finegrained.contract import OutputRecord, StageTrace
 from airflow_provider_finegrained.execution.decision import RegionDecision
 from airflow_provider_finegrained.execution.history_store import RegionHistory
 from airflow_provider_finegrained.execution.region_context import Succeeded
-from airflow_provider_finegrained.execution.region_errors import StageFailedError
+from airflow_provider_finegrained.execution.region_errors import StageFailedError, not_started, start_failure
 from airflow_provider_finegrained.execution.region_folder import RegionFolder
 from airflow_provider_finegrained.execution.region_outcome import Failed
 from airflow_provider_finegrained.execution.region_trace import RegionRunFacts, launch_record, stage_trace
@@ -82,6 +82,8 @@ def failure_of(
                 f"region {region} failed in stage {broken.stage!r}: {broken.error}\n{broken.traceback or ''}"
             )
         )
+    if not_started(result):
+        ended = ended or f"its SparkContext did not start ({start_failure(result)})"
     if result.returncode != 0:
         ended = ended or f"spark-submit exited with code {result.returncode}"
         tail = "\n".join(result.tail[-20:])

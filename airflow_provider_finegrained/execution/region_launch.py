@@ -11,10 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from airflow_provider_finegrained.execution.reattach import ApplicationRecord
 from airflow_provider_finegrained.execution.region_context import LiveLinkLike, RunFacts
-from airflow_provider_finegrained.execution.region_errors import SubmitTimeoutError, submit_timeout_message
+from airflow_provider_finegrained.execution.region_errors import (
+    SubmitTimeoutError,
+    not_started,
+    start_failure,
+    submit_timeout_message,
+)
 from airflow_provider_finegrained.execution.region_outcome import AwaitApplication, Failed
 from airflow_provider_finegrained.launchers.base import (
     Launcher,
@@ -46,6 +52,9 @@ class Submission:
     deferrable: bool
     handle: LaunchHandle | None = None
     remembered: bool = False
+    killed: bool = False
+    restarts: int = 0
+    """Submitted again because the SparkContext did not start (at most once)."""
 
     def timeout_message(self, what: str) -> str:
         return submit_timeout_message(self.leader, self.region, self.members, self.submit_timeout, what)
@@ -59,6 +68,33 @@ class Submission:
             self.log.info(
                 "Region %s: deferrable=True has no effect here (%s); the task follows it", self.region, refusal
             )
+        attempt = partial(self.submit_and_follow, launcher, spec, facts, live, folder, try_number, refusal)
+        result = attempt()
+        if isinstance(result, LaunchResult) and not_started(result) and not self.killed:
+            # Nothing ran and nothing was written: a start that lost a race (seen on YARN: SparkUI's handlers
+            # changed while it attached them) is not worth a failed task. Once only: a start that fails for a
+            # reason of its own (a setting the cluster refuses) fails again the same way.
+            self.log.warning(
+                "Region %s: the application's SparkContext did not start (%s); submitting it once more",
+                self.region,
+                start_failure(result),
+            )
+            self.restarts += 1
+            self.record.forget()
+            self.remembered = False
+            result = attempt()
+        return result
+
+    def submit_and_follow(
+        self,
+        launcher: Launcher,
+        spec: LaunchSpec,
+        facts: RunFacts,
+        live: LiveLinkLike,
+        folder: str,
+        try_number: int,
+        refusal: str | None,
+    ) -> LaunchResult | AwaitApplication | Failed:
         submitted = launcher.submit(spec, LaunchEvents(on_line=self.echo(live), on_application=live.on_application))
         self.handle = handle = replace(
             submitted,

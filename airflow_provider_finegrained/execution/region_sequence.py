@@ -193,7 +193,7 @@ class RegionRunner:
 
     def kill(self) -> None:
         """Stop the region's application wherever it runs (the launcher knows how)."""
-        self._killed = True
+        self._killed = self.submission.killed = True
         grant, self._grant = self._grant, None
         if grant is not None:
             # First, and fast: Airflow SIGKILLs a stopped task within seconds, and a reservation left behind would

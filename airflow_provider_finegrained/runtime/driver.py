@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from airflow_provider_finegrained.runtime import spark_status
-from airflow_provider_finegrained.runtime.job import RegionJob, StageJob
+from airflow_provider_finegrained.runtime.job import CONTEXT_DID_NOT_START, CONTEXT_NOT_STARTED, RegionJob, StageJob
 from airflow_provider_finegrained.runtime.progress import progress_lines
 from airflow_provider_finegrained.runtime.region_loop import LOG_PREFIX, run_stages, storage_options
 from airflow_provider_finegrained.spark.parent_death import die_with_parent_jvm
@@ -71,7 +71,11 @@ def run_region(job_path: str) -> int:
     from pyspark.sql import SparkSession
 
     # The application name comes from spark-submit (--name), which names the region's run and try.
-    spark = SparkSession.builder.getOrCreate()
+    try:
+        spark = SparkSession.builder.getOrCreate()
+    except Exception as exc:  # py4j's errors are not Spark's own classes: any error here is a start that failed
+        print(f"{LOG_PREFIX} {CONTEXT_DID_NOT_START}: {start_error(exc)}", file=sys.stderr)
+        return CONTEXT_NOT_STARTED
     # The job lives on the storage root: reach it with the credentials Spark was given (spark.hadoop.*).
     job = RegionJob.load(job_path, storage_options=storage_options(spark, job_path))
     sessions = ClassicSessions(spark)
@@ -82,6 +86,13 @@ def run_region(job_path: str) -> int:
     finally:
         spark.stop()
     return 1 if failed else 0
+
+
+def start_error(exc: BaseException) -> str:
+    """The error's own line: py4j's first line only names the call (``None.org.apache...JavaSparkContext``)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    cause = next((line.removeprefix(": ") for line in lines if line.startswith(": ")), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {cause}"
 
 
 if __name__ == "__main__":

@@ -21,6 +21,13 @@ InputSource = Literal["committed", "stage", "external"]
 StageState = Literal["success", "failed", "not_run"]
 
 
+CONTEXT_NOT_STARTED = 75
+"""The driver's exit code when its SparkContext did not start (EX_TEMPFAIL): no stage ran, nothing was written,
+so the leader may submit the region again (``execution.region_launch``)."""
+CONTEXT_DID_NOT_START = "the SparkContext did not start"
+"""What the driver prints before it exits with ``CONTEXT_NOT_STARTED``, followed by the error."""
+
+
 def status_path(folder: str, stage: str) -> str:
     """Where the driver reports one stage's result in a region's job folder."""
     return join(folder, f"status-{stage}.json")

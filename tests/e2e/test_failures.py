@@ -171,3 +171,53 @@ def test_an_unwritable_storage_root_fails_naming_the_setting_and_the_stage(
     text = "".join(capfd.readouterr())
     assert "storage_root '/sys/fg-root' cannot be written for stage(s) 'numbers': Operation not permitted" in text
     assert "Submitting region" not in text
+
+
+SITECUSTOMIZE = """
+import pathlib, sys
+
+# Only in the region's driver program: count its starts, and let the file spark.files names exist from the
+# second start on, so the first SparkContext fails to start (FileNotFoundException) and the second starts.
+if sys.argv and sys.argv[0].endswith("driver.py"):
+    folder = pathlib.Path({folder!r})
+    starts = folder / "starts"
+    started = int(starts.read_text()) if starts.exists() else 0
+    starts.write_text(str(started + 1))
+    if {heal} and started >= 1:
+        (folder / "shipped.txt").write_text("here now")
+"""
+
+START_FAILS = """
+def one(spark):
+    return spark.range(5)
+
+with DAG("{dag_id}", schedule=None, start_date=START):
+    Stage(task_id="one", python_callable=one, spark_conf={{"spark.files": {shipped!r}}})
+"""
+
+
+@pytest.mark.parametrize("heal", [True, False], ids=["started-the-second-time", "fails-the-same-way"])
+def test_a_sparkcontext_that_did_not_start_is_submitted_once_more(
+    heal: bool,
+    airflow_db: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The driver's SparkContext fails in its start (a file it ships is missing, as a race would fail it): the
+    leader submits the region once more, since nothing ran; once only, when it fails again the same way."""
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE.format(folder=str(tmp_path), heal=heal))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    dag_id = f"context_start_{'heals' if heal else 'fails'}"
+    shipped = str(tmp_path / "shipped.txt")
+    _, states = run_dag(dag_file(dag_id, START_FAILS.format(dag_id=dag_id, shipped=shipped)), dag_id)
+    text = "".join(capfd.readouterr())
+    assert (tmp_path / "starts").read_text() == "2"  # submitted twice, never three times
+    assert text.count("the application's SparkContext did not start") == 1
+    assert f"FileNotFoundException: File file:{shipped} does not exist" in text
+    if heal:
+        assert states == {"one": "success"}
+    else:
+        assert states == {"one": "failed"}
+        assert "region region-1: its SparkContext did not start (Py4JJavaError: java.io.FileNotFoundException" in text
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "SparkSubmit" in " ".join(p.info["cmdline"] or [])]
