@@ -15,7 +15,10 @@ Commands:
 - ``month``: issue 33's month replayed at 1,000 nodes (:mod:`bench.simulate.month`): each day of
   ``bench/month/pattern.json``, ``--runs`` TPC-H runs at the day's scale within ``--month-window-s``, the other
   tenants holding ``--tenant-share`` of the cluster, under the month's hand-sized, dynamic and provider
-  policies; writes ``simulate-month.{json,md}``.
+  policies; writes ``simulate-month.{json,md}``, with the month's measured runs compared (as ``month-check``).
+- ``month-check``: only that comparison (:mod:`bench.simulate.month_check`): each measured run of
+  ``--month-lines`` simulated alone on the loopback YARN, the loopback model fitted to the dynamic runs; prints
+  JSON, writes ``simulate-month-check.json``; exit status 1 when a held-out policy is not within 20%.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from typing import Any
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import RESULTS, CostModel, fit_cost_model
 from bench.simulate.loopback import LoopbackModel, fit_loopback
-from bench.simulate.month import PATTERN, MonthSpec, read_pattern, repo_path
+from bench.simulate.month import MONTH_LINES, PATTERN, MonthSpec, read_pattern, repo_path
 from bench.simulate.month import document as month_document
+from bench.simulate.month_check import check as month_check
 from bench.simulate.month_report import markdown as month_markdown
 from bench.simulate.policies import POLICIES
 from bench.simulate.report import markdown
@@ -61,13 +65,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fit":
         print(json.dumps(cost.to_dict(), indent=2))
         return 0
-    if args.command == "month":
-        run_month(args, argv, cost)
-        return 0
     if args.command == "shared-cluster":
         print(json.dumps(shared_cluster(SharedClusterSetup(), cost, args.policies), indent=2))
         return 0
     loopback = fit_loopback(RESULTS, cost.driver_stage_s)
+    if args.command == "month":
+        run_month(args, argv, cost, loopback)
+        return 0
+    if args.command == "month-check":
+        outcome = _header(argv) | month_check(args.month_lines, cost, loopback)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "simulate-month-check.json").write_text(json.dumps(outcome, indent=1) + "\n")
+        print(json.dumps(outcome, indent=1))
+        return 0 if outcome["agrees"] else 1
     if args.command == "validate":
         pairs = [item.split("=", 1) for item in args.simulate_as]
         if any(len(pair) != 2 for pair in pairs):
@@ -83,7 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     """The command line: the command, the large cluster and its workload, the policies, validation's files."""
     parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "command", nargs="?", default="all", choices=["all", "shared-cluster", "validate", "fit", "month"]
+        "command",
+        nargs="?",
+        default="all",
+        choices=["all", "shared-cluster", "validate", "fit", "month", "month-check"],
     )
     parser.add_argument("--runs", type=int, default=10_000, help="the day's runs (month: each day's)")
     parser.add_argument("--nodes", type=int, default=1000)
@@ -123,6 +136,9 @@ def _month_options(parser: argparse.ArgumentParser) -> None:
     month.add_argument("--pattern", type=Path, default=PATTERN, help="the month's recorded days")
     month.add_argument("--days", type=int, default=None, help="replay the pattern's first DAYS days (default all)")
     month.add_argument(
+        "--month-lines", type=Path, default=MONTH_LINES, help="the month's measured runs, compared with the simulator"
+    )
+    month.add_argument(
         "--month-window-s",
         type=float,
         default=MonthSpec.window_s,
@@ -133,12 +149,14 @@ def _month_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_month(args: argparse.Namespace, argv: Sequence[str] | None, cost: CostModel) -> None:
-    """``month``: replay the recorded month's days on the large cluster, write simulate-month.{json,md}."""
+def run_month(args: argparse.Namespace, argv: Sequence[str] | None, cost: CostModel, loopback: LoopbackModel) -> None:
+    """``month``: replay the recorded month's days on the large cluster, compare the month's measured runs with the
+    simulator (``--month-lines``), write simulate-month.{json,md}."""
     started = time.perf_counter()
     spec = MonthSpec(args.runs, args.month_window_s, args.tenant_share, args.seed, args.release_idle_timeout_s)
     header = _header(argv) | {"pattern": repo_path(args.pattern)}
-    doc = month_document(header, read_pattern(args.pattern, args.days), _cluster(args), cost, spec)
+    check = month_check(args.month_lines, cost, loopback)
+    doc = month_document(header, read_pattern(args.pattern, args.days), _cluster(args), cost, spec, check)
     doc["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "simulate-month.json").write_text(json.dumps(doc, indent=1) + "\n")

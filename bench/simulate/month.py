@@ -15,9 +15,9 @@ The policies are the month's (``bench/month/policies.py``, read, not imported):
 - ``provider``: the provider with its default admission (``fit_now``). It learns nothing from history here:
   the simulated provider sizes every region from its upstreams' committed bytes, which it knows exactly.
 
-Costs are the simulator's model fitted from the measured runs in ``bench/results/`` (as ``all`` uses).
-The month's own measurements (``bench/results/month.jsonl``) are looked for and reported, not used: the
-calibration from them is not built (:func:`costs_source`).
+Costs are the simulator's model fitted from the measured runs in ``bench/results/`` (as ``all`` uses). The
+month's own measured runs (``bench/results/month.jsonl``) are simulated one by one on the loopback YARN and
+compared (:mod:`bench.simulate.month_check`): the replay says whether its costs agree with what ran.
 """
 
 from __future__ import annotations
@@ -161,9 +161,15 @@ def replay(days: Sequence[MonthDay], cluster: ClusterSpec, cost: CostModel, spec
 
 
 def document(
-    header: Mapping[str, Any], days: Sequence[MonthDay], cluster: ClusterSpec, cost: CostModel, spec: MonthSpec
+    header: Mapping[str, Any],
+    days: Sequence[MonthDay],
+    cluster: ClusterSpec,
+    cost: CostModel,
+    spec: MonthSpec,
+    check: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """simulate-month.json: ``header`` (command, machine, date), the setup, every day replayed, totals and goal."""
+    """simulate-month.json: ``header`` (command, machine, date), the setup, every day replayed, totals, goal, and
+    ``check``: the month's measured runs against the simulator (:mod:`bench.simulate.month_check`)."""
     replayed = replay(days, cluster, cost, spec)
     return {
         **header,
@@ -173,7 +179,7 @@ def document(
         "policies": {name: asdict(policy) for name, policy in month_policies(spec).items()},
         "history": "not modelled: the simulated provider sizes each region from its upstreams' committed bytes, "
         "known exactly, and learns nothing from earlier days",
-        "costs": costs_source(cost),
+        "costs": costs_source(cost, check),
         "cost_model": cost.to_dict(),
         "days": replayed,
         "totals": totals(replayed),
@@ -236,27 +242,27 @@ def repo_path(path: Path) -> str:
     return str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
 
 
-def costs_source(cost: CostModel, lines: Path = MONTH_LINES) -> dict[str, Any]:
-    """Which costs the replay ran on: the fitted model; and whether the month's own measurements exist yet."""
-    measured = []
-    if lines.is_file():
-        for text in lines.read_text().splitlines():
-            try:
-                measured.append(json.loads(text))
-            except ValueError:
-                continue
-    scales = sorted({float(m["scale"]) for m in measured if "scale" in m})
+def costs_source(cost: CostModel, check: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Which costs the replay ran on (the fitted model), and how they compare with the month's own measured runs
+    (``check``: :func:`bench.simulate.month_check.check`; None: not compared)."""
+    lines = str(check["file"]) if check and "file" in check else repo_path(MONTH_LINES)
+    agrees = None if check is None else check.get("agrees")
+    if check is None or not check.get("runs"):
+        note = "the month has not been measured yet (no successful run in that file)"
+    elif agrees is None:
+        note = str(check.get("note"))
+    else:
+        note = (
+            f"{check['runs']} measured run(s) simulated one by one on the loopback YARN, the loopback model fitted "
+            f"to the dynamic runs: the held-out policies {'agree' if agrees else 'do NOT agree'} within "
+            f"{check['tolerance']:.0%} (see month_check)"
+        )
     return {
         "used": "the simulator's cost model fitted from bench/results/compare-stages.csv and compare-runs.csv",
         "fit_error_median": cost.fit.get("error_all", {}).get("median_abs_rel_error"),
-        "month_measurements": repo_path(lines),
-        "month_lines": len(measured),
-        "month_scales": scales,
-        "month_used": False,
-        "month_note": (
-            "the month's measured runs exist, but calibrating from them is not built: they are loopback runs "
-            "on 2 shared cores, to be fitted through the loopback model as `validate` does for item 2"
-            if measured
-            else "the month has not been measured yet (no lines in that file)"
-        ),
+        "month_measurements": lines,
+        "month_lines": 0 if check is None else int(check.get("runs", 0)),
+        "month_agrees": agrees,
+        "month_note": note,
+        "month_check": dict(check or {}),
     }

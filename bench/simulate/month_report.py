@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench.simulate.month import POLICIES, SLOWEST
+from bench.simulate.month_check import FIGURES
 
 M = 1e6
 
@@ -34,12 +35,35 @@ def _setup(doc: Mapping[str, Any]) -> list[str]:
         f"admission (fit_now). History: {doc['history']}.",
         "",
         f"Costs: {costs['used']} (fit error median {costs['fit_error_median']}). The month's measurements "
-        f"(`{costs['month_measurements']}`): {costs['month_lines']} line(s), not used: {costs['month_note']}.",
+        f"(`{costs['month_measurements']}`): {costs['month_note']}.",
         "",
+        *_check(costs["month_check"]),
         "Failures and answers are not modelled. The simulator is validated on makespan, not on core-seconds "
         "(docs/simulation.md): the core-second figures below are the model's.",
         "",
     ]
+
+
+def _check(check: Mapping[str, Any]) -> list[str]:
+    """The month's measured runs against the simulator: per policy and figure, simulated / measured (median)."""
+    if check.get("agrees") is None:
+        return []
+    fitted = ", ".join(f"{name} {value:g}" for name, value in check["fitted"].items())
+    rows = [
+        f"Measured runs simulated one by one (loopback model fitted to the {check['fit_on']} runs: {fitted}; "
+        f"RMS log error {check['fit_rms_log_error']}), simulated / measured, median over each policy's runs:",
+        "",
+        "| policy | runs | wall | executor core-s | used core-s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, policy in check["policies"].items():
+        cells = [
+            f"{'**' if not f['agrees'] else ''}{f['median_ratio']:.2f}x{'**' if not f['agrees'] else ''}"
+            for f in (policy["figures"].get(key, {"median_ratio": float("nan"), "agrees": False}) for key in FIGURES)
+        ]
+        label = f"{name} (fitted)" if policy["fitted"] else name
+        rows.append(f"| {label} | {policy['runs']} | {' | '.join(cells)} |")
+    return [*rows, ""]
 
 
 def _days(days: Sequence[Mapping[str, Any]]) -> list[str]:

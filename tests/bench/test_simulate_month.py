@@ -107,25 +107,30 @@ def test_the_goal_is_met_only_when_every_check_is() -> None:
     assert goal(misses["no_day_slower_than_1.1x_best"])["slow_days"] == ["d3"]
 
 
-def test_the_costs_used_say_whether_the_months_measurements_exist(tmp_path: Path) -> None:
-    lines = tmp_path / "month.jsonl"
-    absent = costs_source(CostModel(), lines)
-    assert absent["month_lines"] == 0 and "not been measured" in absent["month_note"]
-    lines.write_text('{"policy": "hand", "date": "2026-03-02", "scale": 0.09}\n{"scale": 0.08}\npartial')
-    present = costs_source(CostModel(), lines)
-    assert present["month_lines"] == 2 and present["month_scales"] == [0.08, 0.09]
-    assert present["month_used"] is False and "not built" in present["month_note"]
+def test_the_costs_used_say_whether_the_months_measurements_agree() -> None:
+    absent = costs_source(CostModel(), None)
+    assert absent["month_lines"] == 0 and absent["month_agrees"] is None and "not been measured" in absent["month_note"]
+    unfitted = costs_source(CostModel(), {"runs": 2, "agrees": None, "note": "no successful dynamic run"})
+    assert unfitted["month_lines"] == 2 and unfitted["month_note"] == "no successful dynamic run"
+    disagrees = costs_source(CostModel(), {"runs": 6, "agrees": False, "tolerance": 0.2})
+    assert disagrees["month_agrees"] is False and "do NOT agree within 20%" in disagrees["month_note"]
+    assert (
+        "held-out policies agree"
+        in costs_source(CostModel(), {"runs": 6, "agrees": True, "tolerance": 0.2})["month_note"]
+    )
 
 
 def test_the_month_command_writes_its_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["month", "--days", "2", "--runs", "2", "--nodes", "4", "--month-window-s", "30", "--out", str(tmp_path)]
+    args += ["--month-lines", str(tmp_path / "none.jsonl")]
     assert main(args) == 0
     doc = json.loads((tmp_path / "simulate-month.json").read_text())
     assert [d["date"] for d in doc["days"]] == ["2026-03-02", "2026-03-03"]
     assert doc["tenant_executors"] == 4 and doc["spec"]["runs_per_day"] == 2
     assert (
         doc["pattern"] == "bench/month/pattern.json"
-        and doc["costs"]["month_measurements"] == "bench/results/month.jsonl"
+        and doc["costs"]["month_measurements"] == str(tmp_path / "none.jsonl")
+        and "not been measured" in doc["costs"]["month_note"]
     )
     hand = doc["policies"]["hand"]
     assert (hand["fixed_executors"], hand["shuffle_partitions"], hand["adaptive"]) == (4, 16, False)
