@@ -53,8 +53,8 @@ class Submission:
     handle: LaunchHandle | None = None
     remembered: bool = False
     killed: bool = False
-    restarts: int = 0
-    """Submitted again because the SparkContext did not start (at most once)."""
+    restarted: str | None = None
+    """Why the application was submitted again: its first SparkContext did not start (at most once)."""
 
     def timeout_message(self, what: str) -> str:
         return submit_timeout_message(self.leader, self.region, self.members, self.submit_timeout, what)
@@ -74,12 +74,8 @@ class Submission:
             # Nothing ran and nothing was written: a start that lost a race (seen on YARN: SparkUI's handlers
             # changed while it attached them) is not worth a failed task. Once only: a start that fails for a
             # reason of its own (a setting the cluster refuses) fails again the same way.
-            self.log.warning(
-                "Region %s: the application's SparkContext did not start (%s); submitting it once more",
-                self.region,
-                start_failure(result),
-            )
-            self.restarts += 1
+            self.restarted = f"its first SparkContext did not start ({start_failure(result)})"
+            self.log.warning("Region %s: %s; submitting it once more", self.region, self.restarted)
             self.record.forget()
             self.remembered = False
             result = attempt()

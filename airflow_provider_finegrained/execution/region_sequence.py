@@ -351,8 +351,9 @@ class RegionRunner:
         result = self.launch(launcher, spec, carried)
         if not isinstance(result, LaunchResult):
             return result
+        restarted = self.submission.restarted
         facts = RegionRunFacts(
-            carrier=carrier.trace(),
+            carrier=carrier.trace() | ({"restarted": restarted} if restarted else {}),
             capacity=capacity,
             timings={**timings, "submit_s": time.perf_counter() - clock},
             launched_at=launched,

@@ -66,7 +66,8 @@ def _execution_line(execution: Mapping[str, Any]) -> str:
     if execution.get("mode") == "warm":
         where = f"warm pool {execution.get('pool')}, session {execution.get('session', '-')}"
         return f"{where}: {execution.get('reason', '')}"
-    return f"an application of its own: {execution.get('reason', '')}"
+    restarted = f"; submitted twice: {execution['restarted']}" if execution.get("restarted") else ""
+    return f"an application of its own: {execution.get('reason', '')}{restarted}"
 
 
 def _capacity_line(capacity: Mapping[str, Any]) -> str:

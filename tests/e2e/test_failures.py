@@ -210,14 +210,17 @@ def test_a_sparkcontext_that_did_not_start_is_submitted_once_more(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     dag_id = f"context_start_{'heals' if heal else 'fails'}"
     shipped = str(tmp_path / "shipped.txt")
-    _, states = run_dag(dag_file(dag_id, START_FAILS.format(dag_id=dag_id, shipped=shipped)), dag_id)
+    run, states = run_dag(dag_file(dag_id, START_FAILS.format(dag_id=dag_id, shipped=shipped)), dag_id)
     text = "".join(capfd.readouterr())
     assert (tmp_path / "starts").read_text() == "2"  # submitted twice, never three times
-    assert text.count("the application's SparkContext did not start") == 1
+    assert text.count("its first SparkContext did not start") == (2 if heal else 1)  # the warning, the trace
     assert f"FileNotFoundException: File file:{shipped} does not exist" in text
     if heal:
         assert states == {"one": "success"}
+        trace = stage_results(dag_id, run.run_id)[1]["one"]["trace"]
+        assert trace["execution"]["restarted"].startswith("its first SparkContext did not start (Py4JJavaError")
     else:
         assert states == {"one": "failed"}
         assert "region region-1: its SparkContext did not start (Py4JJavaError: java.io.FileNotFoundException" in text
-    assert not [p for p in psutil.process_iter(["cmdline"]) if "SparkSubmit" in " ".join(p.info["cmdline"] or [])]
+    # No spark-submit of this DAG's left (its application name starts with the DAG's id).
+    assert not [p for p in psutil.process_iter(["cmdline"]) if dag_id in " ".join(p.info["cmdline"] or [])]
