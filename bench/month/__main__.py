@@ -53,6 +53,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--dynamic-max-executors", type=int, default=4)
     add("--history-min-runs", type=int, default=ProviderHistory.history_min_runs)
     add("--resume", action="store_true", help="continue --lines, skipping the (policy, day) pairs there")
+    add("--rerun-failed", action="store_true", help="with --resume: run again the pairs whose last line failed")
     add("--report-only", action="store_true", help="write month.json and month.md from --lines, run nothing")
     add("--lines", type=Path, default=RESULTS / "month.jsonl")
     add("--out", type=Path, default=RESULTS)
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.lines.exists() and not args.resume:
         raise SystemExit(f"{args.lines} exists: pass --resume to continue it, or move it away")
-    measured = done(read_lines(args.lines))
+    measured = done(read_lines(args.lines), args.rerun_failed)
     todo = remaining(plan(args, names), measured)
     print(f"{len(todo)} runs to go ({len(measured)} already in {args.lines})", flush=True)
     if todo:

@@ -21,6 +21,11 @@ from bench.shared_cluster.policies import upstream_stages
 DAG_IDS: Final = {"hand": "tpch_month_hand", "dynamic": "tpch_month_dynamic", "provider": "tpch_month_provider"}
 PROVIDER_CONN_ID: Final = "finegrained_spark_month"
 DAY_FOLDER: Final = "{{ ds }}"
+RETRIES: Final = '"retries": 1, "retry_delay": pendulum.duration(seconds=10)'
+"""Every policy's tasks retry once, as teams set them: Spark 4.3's client-mode driver on YARN sometimes fails in its
+SparkContext's start (``ConcurrentModificationException`` while SparkUI attaches its handlers and the
+ApplicationMaster's web filter arrives), the hand-sized policy's as the provider's (which submits such a region
+again itself, in the same try)."""
 
 
 def _start(start: dt.date) -> str:
@@ -49,7 +54,7 @@ def submit_dag_text(
             "from airflow.sdk import DAG",
             "",
             f"with DAG(dag_id={dag_id!r}, schedule=None, start_date={_start(start)}, catchup=False,"
-            " max_active_runs=1) as dag:",
+            f" max_active_runs=1, default_args={{{RETRIES}}}) as dag:",
             "    t = {}",
             *tasks,
             *edges,
@@ -59,7 +64,10 @@ def submit_dag_text(
 
 
 REPLACEMENTS: Final = (
-    ('dag_id="tpch_pipeline",', 'dag_id={dag_id!r}, default_args={{"finegrained_spark_conn_id": {conn!r}}},'),
+    (
+        'dag_id="tpch_pipeline",',
+        'dag_id={dag_id!r}, default_args={{{{"finegrained_spark_conn_id": {conn!r}, ' + RETRIES + "}}}},",
+    ),
     ("catchup=False,", "catchup=False, max_active_runs=1,"),
     ('start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),', "start_date={start},"),
     ('path="{{ params.data_dir }}/" + name', 'path={days!r} + "/{{{{ ds }}}}/" + name'),

@@ -77,6 +77,18 @@ def markdown(doc: Mapping[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
         *_total_rows(summary["totals"]),
         "",
+        *_superseded(summary.get("superseded_failures", [])),
         *_goal_lines(summary["goal"]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _superseded(failures: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not failures:
+        return []
+    runs = ", ".join(f"{f['policy']} {f['date']}" for f in failures)
+    return [
+        f"Failed runs measured again (their lines stay in the lines file; the table and totals hold the new "
+        f"run): {runs}.",
+        "",
+    ]

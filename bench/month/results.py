@@ -42,9 +42,11 @@ def read_lines(path: Path) -> list[Line]:
     return lines
 
 
-def done(lines: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """The (policy, logical date) pairs already measured: ``--resume`` skips them."""
-    return {(str(line["policy"]), str(line["date"])) for line in lines}
+def done(lines: Iterable[Mapping[str, Any]], rerun_failed: bool = False) -> set[tuple[str, str]]:
+    """The (policy, logical date) pairs already measured: ``--resume`` skips them; with ``rerun_failed``, not those
+    whose last line failed (the new line supersedes it; the old one stays in the file and is counted)."""
+    last = {(str(line["policy"]), str(line["date"])): line for line in lines}
+    return {pair for pair, line in last.items() if not (rerun_failed and failed(line))}
 
 
 def failed(line: Mapping[str, Any]) -> bool:
@@ -125,4 +127,19 @@ def _ratio(value: float, reference: float) -> float | None:
 def summarize(lines: Sequence[Mapping[str, Any]], policies: Sequence[str]) -> dict[str, Any]:
     """What month.json holds besides the lines: the totals over every day measured and the goal's check."""
     days = by_day(lines)
-    return {"days_measured": len(days), "totals": totals(days, policies), "goal": goal(days, policies)}
+    return {
+        "days_measured": len(days),
+        "totals": totals(days, policies),
+        "goal": goal(days, policies),
+        "superseded_failures": superseded_failures(lines),
+    }
+
+
+def superseded_failures(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Failed runs of a (policy, date) measured again later (``--rerun-failed``): not in the totals, never hidden."""
+    last = {(str(line["policy"]), str(line["date"])): id(line) for line in lines}
+    return [
+        {"policy": line["policy"], "date": line["date"], "run_id": line.get("run_id")}
+        for line in lines
+        if failed(line) and last[(str(line["policy"]), str(line["date"]))] != id(line)
+    ]

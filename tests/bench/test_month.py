@@ -83,6 +83,7 @@ def test_the_provider_dag_is_the_example_on_its_connection_reading_the_days_tabl
     assert f"dag_id={DAG_IDS['provider']!r}" in text and PROVIDER_CONN_ID in text
     assert "max_active_runs=1" in text and "pendulum.datetime(2026, 3, 2, tz='UTC')" in text
     assert "path='file:///w/days' + \"/{{ ds }}/\" + name" in text
+    assert '"retries": 1, "retry_delay": pendulum.duration(seconds=10)' in text
     compile(text, "tpch_month_provider.py", "exec")
     with pytest.raises(ValueError, match="no longer has"):
         provider_dag_text("with DAG(dag_id='other') as dag: pass", "/w/days", dt.date(2026, 3, 2))
@@ -98,6 +99,7 @@ def test_a_spark_submit_dag_runs_each_stage_with_the_policys_conf() -> None:
     assert text.count("spark.sql.shuffle.partitions=16") == len(STAGES)
     assert "file:///w/days/{{ ds }}" in text and "file:///w/out/{{ run_id }}" in text
     assert "t['lineitem_projected'] >> t['q1_pricing_summary']" in text
+    assert 'default_args={"retries": 1, "retry_delay": pendulum.duration(seconds=10)}' in text
 
 
 def test_the_yarn_target_is_read_from_what_hadoop_start_prints(tmp_path: Path) -> None:

@@ -136,3 +136,27 @@ def test_the_report_has_a_row_per_run_the_totals_and_the_goal() -> None:
     assert "| provider | 2 | 120 | 60 | 120 |" in text
     assert "no_day_slower_than_1.1x_best: **missed**" in text and "Goal **missed**." in text
     assert "1.25x that day's best" in text
+
+
+def test_a_failed_run_measured_again_is_superseded_and_named() -> None:
+    first = line("provider", "2026-03-02", 30, 80, ok=False, run_id="first")
+    again = line("provider", "2026-03-02", 60, 52, run_id="again")
+    still_failed = line("hand", "2026-03-03", 100, 50, ok=False, run_id="hand-failed")
+    lines = [*month(), first, still_failed]
+    # --resume alone skips every pair measured; --rerun-failed runs again those whose last line failed.
+    assert ("provider", "2026-03-02") in done(lines) and ("hand", "2026-03-03") in done(lines)
+    left = done(lines, rerun_failed=True)
+    assert ("provider", "2026-03-02") not in left and ("hand", "2026-03-03") not in left
+    assert ("dynamic", "2026-03-02") in left
+    lines.append(again)
+    assert ("provider", "2026-03-02") in done(lines, rerun_failed=True)
+    summary = summarize(lines, POLICIES)
+    assert summary["superseded_failures"] == [{"policy": "provider", "date": "2026-03-02", "run_id": "first"}]
+    assert summary["totals"]["provider"]["failures"] == 0 and summary["totals"]["hand"]["failures"] == 1
+    doc = {"command": "c", "cluster": "x", "tenant": "t", "policies": {p: {} for p in POLICIES}, "lines": lines}
+    text = markdown(json.loads(json.dumps(doc | {"summary": summary})))
+    assert (
+        "Failed runs measured again (their lines stay in the lines file; the table and totals hold the new run): "
+        "provider 2026-03-02." in text
+    )
+    assert text.count("| 2026-03-02 |") == 3
