@@ -25,19 +25,17 @@ import json
 import os
 import re
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
 
 import psutil
 
 from airflow_provider_finegrained.capacity.lease import DEFAULT_LEASE_S, LeaseLock
+from airflow_provider_finegrained.capacity.ledger_folder import LedgerFolder, LocalFolder, StoredFolder
 from airflow_provider_finegrained.capacity.sources import ClusterCapacity
 from airflow_provider_finegrained.planning.capacity import MasterLimit
-from airflow_provider_finegrained.storage import filesystem
 from airflow_provider_finegrained.storage.filesystem import StorageOptions
 from airflow_provider_finegrained.storage.locations import is_local, join, normalize_root
 
@@ -116,83 +114,17 @@ class Reservation:
         return cls(**data)
 
 
-class _Folder(Protocol):
-    """Where a ledger's reservation files are: names, whole reads, whole writes, removals."""
-
-    def names(self) -> list[str]: ...
-
-    def read(self, name: str) -> str: ...
-
-    def write(self, name: str, text: str) -> None: ...
-
-    def remove(self, name: str) -> bool: ...
-
-
-class _LocalFolder:
-    """A local folder: written to a temporary file, fsynced, renamed over the old one."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def names(self) -> list[str]:
-        return sorted(path.name for path in self.folder.glob("*.json"))
-
-    def read(self, name: str) -> str:
-        return (self.folder / name).read_text(encoding="utf-8")
-
-    def write(self, name: str, text: str) -> None:
-        fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".part")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.folder / name)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-
-    def remove(self, name: str) -> bool:
-        try:
-            (self.folder / name).unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
-
-class _StoredFolder:
-    """A folder on the storage root, through ``storage.filesystem`` (a put is whole on S3, a rename on HDFS)."""
-
-    def __init__(self, location: str, storage_options: StorageOptions) -> None:
-        self.location = location
-        self.storage_options = storage_options
-
-    def names(self) -> list[str]:
-        # Hidden names are the lease and HDFS's temporary files of a write in progress.
-        found = filesystem.list_files(self.location, self.storage_options)
-        return sorted(n for n in found if n.endswith(".json") and "/" not in n and not n.startswith("."))
-
-    def read(self, name: str) -> str:
-        return filesystem.read_bytes(join(self.location, name), self.storage_options).decode("utf-8")
-
-    def write(self, name: str, text: str) -> None:
-        filesystem.write_bytes(join(self.location, name), text.encode("utf-8"), self.storage_options)
-
-    def remove(self, name: str) -> bool:
-        return filesystem.remove(join(self.location, name), self.storage_options)
-
-
 class LedgerView:
     """The ledger while its lock is held: read, add and remove reservations."""
 
     def __init__(
         self,
-        folder: Path | _Folder,
+        folder: Path | LedgerFolder,
         max_age_s: float,
         remote_max_age_s: float = DEFAULT_REMOTE_MAX_AGE_S,
         usable_until: float | None = None,
     ) -> None:
-        self._folder: _Folder = _LocalFolder(folder) if isinstance(folder, Path) else folder
+        self._folder: LedgerFolder = LocalFolder(folder) if isinstance(folder, Path) else folder
         self._max_age_s = max_age_s
         self._remote_max_age_s = remote_max_age_s
         self._usable_until = usable_until
@@ -291,7 +223,7 @@ class ReservationLedger:
         with lock.held(timeout_s) as lease:
             # Stop writing a while before the lease ends: another host's clock may run a little ahead of ours.
             usable_until = lease.expires_at - min(10.0, self.lease_s / 4)
-            folder = _StoredFolder(self.location, self.storage_options)
+            folder = StoredFolder(self.location, self.storage_options)
             view = LedgerView(folder, self.max_age_s, self.remote_max_age_s, usable_until)
             try:
                 yield view
