@@ -66,7 +66,7 @@ def submit_dag_text(
 REPLACEMENTS: Final = (
     (
         'dag_id="tpch_pipeline",',
-        'dag_id={dag_id!r}, default_args={{{{"finegrained_spark_conn_id": {conn!r}, ' + RETRIES + "}}}},",
+        'dag_id={dag_id!r}, default_args={{"finegrained_spark_conn_id": {conn!r}, ' + RETRIES + "}},",
     ),
     ("catchup=False,", "catchup=False, max_active_runs=1,"),
     ('start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),', "start_date={start},"),

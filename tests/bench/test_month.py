@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
 
 from bench.lib.pipeline import EXAMPLES, STAGES
@@ -83,7 +84,13 @@ def test_the_provider_dag_is_the_example_on_its_connection_reading_the_days_tabl
     assert f"dag_id={DAG_IDS['provider']!r}" in text and PROVIDER_CONN_ID in text
     assert "max_active_runs=1" in text and "pendulum.datetime(2026, 3, 2, tz='UTC')" in text
     assert "path='file:///w/days' + \"/{{ ds }}/\" + name" in text
-    assert '"retries": 1, "retry_delay": pendulum.duration(seconds=10)' in text
+    # A dict, not a set of one (compile() alone would not tell): the DAG's default arguments evaluated.
+    default_args = text.split("default_args=", 1)[1].split("},", 1)[0] + "}"
+    assert eval(default_args, {"pendulum": pendulum}) == {
+        "finegrained_spark_conn_id": PROVIDER_CONN_ID,
+        "retries": 1,
+        "retry_delay": pendulum.duration(seconds=10),
+    }
     compile(text, "tpch_month_provider.py", "exec")
     with pytest.raises(ValueError, match="no longer has"):
         provider_dag_text("with DAG(dag_id='other') as dag: pass", "/w/days", dt.date(2026, 3, 2))
