@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -133,6 +134,9 @@ def run_session(
     todo: list[tuple[pattern.Day, float, PolicyName]],
 ) -> None:
     """Start the cluster, the tenant and Airflow; run ``todo`` in order; stop them all, whatever happens."""
+    # The JVMs start as users start them: not with the test suite's class archive and C1 (tests/jvm_start.py),
+    # which a shell that ran the tests may still export; each line records what its JVMs had.
+    os.environ.pop("JAVA_TOOL_OPTIONS", None)
     args.work.mkdir(parents=True, exist_ok=True)
     home = args.work / f"airflow-{int(time.time())}"
     size = Size(args.nodes, args.cores, args.memory_mb)

@@ -180,6 +180,8 @@ def run_one(
         "started": started,
         "ended": ended,
         "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+        # Every JVM of the session inherits it (the cluster's, the tenant's, every policy's): unset, as users run.
+        "java_tool_options": os.environ.get("JAVA_TOOL_OPTIONS"),
     }
     times = airflow_times(month.home, DAG_IDS[policy], run_id)
     if times is not None:
