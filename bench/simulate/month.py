@@ -107,11 +107,15 @@ def read_pattern(path: Path = PATTERN, days: int | None = None) -> list[MonthDay
     return out if days is None else out[:days]
 
 
+def hand_policy() -> PolicySpec:
+    """The month's hand-sized policy as the simulator's ``fixed``: its executors and partitions, AQE off."""
+    return PolicySpec("fixed", fixed_executors=HAND_EXECUTORS, shuffle_partitions=HAND_PARTITIONS, adaptive=False)
+
+
 def month_policies(spec: MonthSpec) -> dict[str, PolicySpec]:
     """The month's three policies as the simulator's (the provider's idle timeout as the provider sets it)."""
-    hand = PolicySpec("fixed", fixed_executors=HAND_EXECUTORS, shuffle_partitions=HAND_PARTITIONS, adaptive=False)
     return {
-        "hand": hand,
+        "hand": hand_policy(),
         "dynamic": release_policy("dynamic", spec.release_idle_timeout_s),
         "provider": release_policy("provider", spec.release_idle_timeout_s),
     }

@@ -29,7 +29,7 @@ from typing import Any, Final
 from bench.simulate.cluster import ClusterSpec
 from bench.simulate.costs import CostModel
 from bench.simulate.loopback import LoopbackModel
-from bench.simulate.month import repo_path
+from bench.simulate.month import hand_policy, repo_path
 from bench.simulate.policies import PolicySpec
 from bench.simulate.scenarios import release_policy
 from bench.simulate.sim import Simulation
@@ -88,7 +88,7 @@ def read_runs(path: Path) -> list[MeasuredRun]:
 def month_policy(name: str) -> PolicySpec:
     """The month's policies as bench/month/policies.py sets them on the loopback YARN (4 executors at most)."""
     if name == "hand":
-        return PolicySpec("fixed", fixed_executors=4, shuffle_partitions=16, adaptive=False)
+        return hand_policy()
     if name == "dynamic":
         return release_policy(name, max_executors=4)
     if name == "provider":
