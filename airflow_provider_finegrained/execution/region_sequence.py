@@ -113,7 +113,6 @@ class RegionRunner:
         self._launcher: Launcher | None = None
         self._remote: RemoteApplication | None = None
         self._grant: Grant | None = None
-        self._killed = False
         self.host_archive = HostArchive(settings)
         self.record = ApplicationRecord(
             settings,
@@ -193,7 +192,7 @@ class RegionRunner:
 
     def kill(self) -> None:
         """Stop the region's application wherever it runs (the launcher knows how)."""
-        self._killed = self.submission.killed = True
+        self.submission.killed = True  # no submission, first or again, is made after this
         grant, self._grant = self._grant, None
         if grant is not None:
             # First, and fast: Airflow SIGKILLs a stopped task within seconds, and a reservation left behind would
@@ -381,7 +380,7 @@ class RegionRunner:
         self.report.region_info(self.region, self.folder.path, self.leader.task_id, try_number, self.members)
 
     def launch(self, launcher: Launcher, spec: LaunchSpec, facts: RunFacts) -> LaunchResult | AwaitApplication | Failed:
-        if self._killed:
+        if self.submission.killed:
             return Failed(RuntimeError(f"region {self.region} was killed before it was submitted"))
         live = self.report.live_link(launcher.ui_links)  # the Spark UI link, while the application runs
         return self.submission.launch(launcher, spec, facts, live, self.folder.path, self.run.try_number)
