@@ -137,9 +137,9 @@ def summarize(lines: Sequence[Mapping[str, Any]], policies: Sequence[str]) -> di
 
 def superseded_failures(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Failed runs of a (policy, date) measured again later (``--rerun-failed``): not in the totals, never hidden."""
-    last = {(str(line["policy"]), str(line["date"])): id(line) for line in lines}
+    last = by_day(lines)
     return [
         {"policy": line["policy"], "date": line["date"], "run_id": line.get("run_id")}
         for line in lines
-        if failed(line) and last[(str(line["policy"]), str(line["date"]))] != id(line)
+        if failed(line) and last[str(line["date"])][str(line["policy"])] is not line
     ]
