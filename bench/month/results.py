@@ -45,8 +45,12 @@ def read_lines(path: Path) -> list[Line]:
 def done(lines: Iterable[Mapping[str, Any]], rerun_failed: bool = False) -> set[tuple[str, str]]:
     """The (policy, logical date) pairs already measured: ``--resume`` skips them; with ``rerun_failed``, not those
     whose last line failed (the new line supersedes it; the old one stays in the file and is counted)."""
-    last = {(str(line["policy"]), str(line["date"])): line for line in lines}
-    return {pair for pair, line in last.items() if not (rerun_failed and failed(line))}
+    return {
+        (policy, date)
+        for date, runs in by_day(lines).items()
+        for policy, line in runs.items()
+        if not (rerun_failed and failed(line))
+    }
 
 
 def failed(line: Mapping[str, Any]) -> bool:
