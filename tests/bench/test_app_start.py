@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -36,16 +37,22 @@ def test_app_start_finds_where_the_event_log_begins(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.timeout(900)
-def test_app_start_measures_a_real_application_and_executor(tmp_path: Path) -> None:
+def test_app_start_measures_a_real_application_and_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import psutil
+
+    # Every process the harness starts inherits this mark; the suite's other worker starts Spark JVMs too.
+    mark = ("FINEGRAINED_TEST_APP_START", str(tmp_path))
+    monkeypatch.setenv(*mark)
 
     def spark_jvms() -> set[int]:
         classes = ("CoarseGrainedExecutorBackend", "deploy.master.Master", "deploy.worker.Worker", "SparkSubmit")
-        return {
-            p.pid
-            for p in psutil.process_iter(["cmdline"])
-            if any(c in arg for arg in (p.info["cmdline"] or []) for c in classes)
-        }
+        found = set()
+        for p in psutil.process_iter(["cmdline"]):
+            if any(c in arg for arg in (p.info["cmdline"] or []) for c in classes):
+                with contextlib.suppress(psutil.Error):
+                    if p.environ().get(mark[0]) == mark[1]:
+                        found.add(p.pid)
+        return found
 
     before = spark_jvms()
     assert app_start_main(["--repeats", "1", "--out", str(tmp_path)]) == 0
