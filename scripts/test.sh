@@ -24,7 +24,11 @@ fi
 # Every test's durations, slowest first (tests/conftest.py), and the top 10 last in the log, pass or fail.
 rm -f .cache/ci-durations.txt
 status=0
-FINEGRAINED_DURATIONS_FILE=.cache/ci-durations.txt python -m pytest "$@" || status=$?
+# The whole suite in two workers: half its time a test waits on a JVM, a cluster or Airflow, and the other
+# worker uses the second core meanwhile. Tests sharing a cluster or a pool stay in one worker (tests/conftest.py).
+workers=()
+[ "$#" -eq 0 ] && workers=(-n 2 --dist loadgroup)
+FINEGRAINED_DURATIONS_FILE=.cache/ci-durations.txt python -m pytest "${workers[@]}" "$@" || status=$?
 echo "== the 10 slowest test phases (all of them in .cache/ci-durations.txt)"
 head -n 10 .cache/ci-durations.txt || true
 exit "$status"

@@ -86,6 +86,28 @@ STARTED_IN_FOLDER: dict[str, tuple[str, ...]] = {
 """Tier markers of every test in a folder of tests/ (what its modules are about)."""
 
 
+SHARED_BY_GROUP: tuple[str, ...] = ("hadoop_cluster", "standalone_cluster", "_embedded_warm_pool")
+"""Session fixtures that start a cluster or a pool: under ``pytest -n 2 --dist loadgroup`` (scripts/test.sh)
+every test using one runs in the same worker, so each still starts once per run."""
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The worker group of a test: the first shared session fixture it uses, else its module when it uses a
+    fixture of module scope (an api-server, a warm pool of the module's), else none (any worker)."""
+    names = getattr(item, "fixturenames", ())
+    for name in SHARED_BY_GROUP:
+        if name in names:
+            return name
+    if item.get_closest_marker("hadoop") is not None:  # the hdfs:// cases ask for the cluster by name at run time
+        return "hadoop_cluster"
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs if info is not None else {}
+    if any(defs and defs[-1].scope == "module" for name in names for defs in [definitions.get(name, ())]):
+        return item.path.resolve().relative_to(REPO).as_posix()
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -95,6 +117,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             started.update(STARTED_IN_FOLDER.get(parts[-2], ()))
         for marker in sorted(started - {mark.name for mark in item.iter_markers()}):
             item.add_marker(marker)
+        group = xdist_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
