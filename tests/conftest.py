@@ -13,9 +13,18 @@ from typing import Any
 
 import pytest
 
+from tests import worker_groups
+
 # Set before anything imports airflow: its configuration is read at import time.
+_SUITE_HOME_ENV = "FINEGRAINED_SUITE_AIRFLOW_HOME"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("AIRFLOW_HOME") == os.environ.get(_SUITE_HOME_ENV):
+    # A pytest-xdist worker inherits the controller's environment: its Airflow home (metadata database, DAGs
+    # folder, warm pools) is its own, not shared with the other worker.
+    for name in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER"):
+        os.environ.pop(name, None)
 _HOME = Path(tempfile.mkdtemp(prefix="finegrained-airflow-home-"))
-os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = os.environ[_SUITE_HOME_ENV] = str(_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # dag.test() syncs the DAGs folder (the default bundle) to the database: tests put their DAG files here.
@@ -86,28 +95,6 @@ STARTED_IN_FOLDER: dict[str, tuple[str, ...]] = {
 """Tier markers of every test in a folder of tests/ (what its modules are about)."""
 
 
-SHARED_BY_GROUP: tuple[str, ...] = ("hadoop_cluster", "standalone_cluster", "_embedded_warm_pool")
-"""Session fixtures that start a cluster or a pool: under ``pytest -n 2 --dist loadgroup`` (scripts/test.sh)
-every test using one runs in the same worker, so each still starts once per run."""
-
-
-def xdist_group(item: pytest.Item) -> str | None:
-    """The worker group of a test: the first shared session fixture it uses, else its module when it uses a
-    fixture of module scope (an api-server, a warm pool of the module's), else none (any worker)."""
-    names = getattr(item, "fixturenames", ())
-    for name in SHARED_BY_GROUP:
-        if name in names:
-            return name
-    if item.get_closest_marker("hadoop") is not None:  # the hdfs:// cases ask for the cluster by name at run time
-        return "hadoop_cluster"
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = info.name2fixturedefs if info is not None else {}
-    if any(defs and defs[-1].scope == "module" for name in names for defs in [definitions.get(name, ())]):
-        return item.path.resolve().relative_to(REPO).as_posix()
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -117,9 +104,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             started.update(STARTED_IN_FOLDER.get(parts[-2], ()))
         for marker in sorted(started - {mark.name for mark in item.iter_markers()}):
             item.add_marker(marker)
-        group = xdist_group(item)
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    worker_groups.write_groups(items, REPO)
+
+
+# -- two workers (scripts/test.sh): tests sharing a cluster or a pool in one (tests/worker_groups.py) -----
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker_groups.name_groups_folder(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return worker_groups.make_scheduler(config, log) if config.getoption("dist") == "loadgroup" else None
 
 
 @pytest.fixture(scope="session")
