@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from airflow_provider_finegrained.contract import OUTPUT_KEY, REGION_KEY, TRACE_KEY, OutputRecord, StageTrace
 from airflow_provider_finegrained.launchers.links import SparkUITargets
@@ -52,3 +56,42 @@ def test_region_info_and_failure_keep_their_keys_and_shapes() -> None:
     assert ti.pushed["finegrained_region_failure"] == {"stage": "b", "error": "boom", "spark_ui": None}
     xcom_writes.push_spark_ui(ti, SparkUITargets(None))
     assert ti.pushed["finegrained_spark_ui"] == SparkUITargets(None).to_xcom()
+
+
+SECRET = "xcom-test-secret-9f3b"
+
+
+@pytest.fixture
+def registered_secret() -> Iterator[str]:
+    """A secret registered with Airflow's masker, as the hook registers a connection's password."""
+    from airflow.sdk._shared.secrets_masker import _secrets_masker
+
+    masker = _secrets_masker()
+    masker.add_mask(SECRET)
+    try:
+        yield SECRET
+    finally:
+        masker.patterns = {pattern for pattern in masker.patterns if not re.fullmatch(pattern, SECRET)}
+        masker.replacer = re.compile("|".join(masker.patterns)) if masker.patterns else None
+
+
+@pytest.mark.security
+def test_a_registered_secret_in_an_error_or_a_trace_reaches_xcom_masked(registered_secret: str) -> None:
+    ti = TI()
+    error = f"its SparkContext did not start (Py4JJavaError: bad credentials {registered_secret} for s3a://b/x)"
+    xcom_writes.push_region_failure(ti, "b", error, None)
+    failure = ti.pushed["finegrained_region_failure"]
+    assert failure == {"stage": "b", "error": error.replace(registered_secret, "***"), "spark_ui": None}
+    restarted = f"its first SparkContext did not start (AccessDenied: {registered_secret})"
+    trace = StageTrace("s", "region-1", "region-1", "s", execution={"restarted": restarted})
+    record = OutputRecord("s", f"/out/{registered_secret}", "parquet", [1], 1, 1)
+    returned = xcom_writes.push_stage_result(ti, record, trace)
+    assert registered_secret not in repr(ti.pushed) and registered_secret not in repr(returned)
+    assert ti.pushed[TRACE_KEY]["execution"] == {"restarted": restarted.replace(registered_secret, "***")}  # type: ignore[index]
+    assert returned["path"] == "/out/***"
+
+
+def test_masking_keeps_keys_shapes_and_values_named_like_secrets() -> None:
+    value = {"tokens": 12, "secret_stage": "kept", "sizes": (1, 2), "nested": [{"password_len": None}]}
+    assert xcom_writes.masked(value) == value
+    assert isinstance(xcom_writes.masked(value)["sizes"], tuple)
