@@ -151,7 +151,7 @@ def order(variants: Sequence[str], rounds: int) -> list[str]:
 
 def summary(runs: Sequence[Mapping[str, Any]], variants: Sequence[str]) -> dict[str, Any]:
     """Per variant: median seconds, ratio to ``suite``, runs failed, answers differing from the first run."""
-    first = next((r["answers"] for r in runs if r["ok"]), {})
+    first: Mapping[str, Any] = next((r["answers"] for r in runs if r["ok"]), {})
     out: dict[str, Any] = {}
     for name in variants:
         mine = [r for r in runs if r["variant"] == name]

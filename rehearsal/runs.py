@@ -165,7 +165,7 @@ def upload_tpch(plan: Layout, kind: str, scale: float = TPCH_SCALE) -> tuple[Pat
     from airflow_provider_finegrained.storage import filesystem
 
     sys.path.insert(0, str(REPO / "dags_examples"))
-    from tpch_data import generate  # type: ignore[import-not-found]
+    from tpch_data import generate
 
     local = plan.control.state / f"tpch-sf{scale}"
     generate(scale, local)

@@ -116,7 +116,8 @@ def log_error(runs: Sequence[MeasuredRun], cost: CostModel, loopback: LoopbackMo
 def candidates(base: LoopbackModel, grid: Mapping[str, Sequence[float]]) -> Iterator[LoopbackModel]:
     names = list(grid)
     for values in product(*(grid[n] for n in names)):
-        yield replace(base, **dict(zip(names, values, strict=True)))
+        changes: dict[str, Any] = dict(zip(names, values, strict=True))
+        yield replace(base, **changes)
 
 
 def fit(
