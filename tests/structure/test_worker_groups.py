@@ -8,9 +8,13 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import _SUITE_HOME_ENV as SUITE_HOME_ENV
 from tests.worker_groups import GROUPS_ENV, SHARED_BY_GROUP, rank
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,3 +73,20 @@ def test_two_workers_keep_a_group_together_and_their_airflow_homes_apart(tmp_pat
 def test_the_clusters_groups_are_handed_out_first() -> None:
     scopes = ["tests/a.py::t", "_embedded_warm_pool", "tests/b.py", "standalone_cluster", "hadoop_cluster"]
     assert sorted(scopes, key=rank) == [*SHARED_BY_GROUP, "tests/a.py::t", "tests/b.py"]
+
+
+@pytest.mark.parametrize(
+    ("suite_home", "keeps"),
+    [
+        ("/tmp/controller-home", True),  # a process a worker's test started: the worker's home, kept
+        ("/tmp/worker-home", False),  # a worker started by the controller: a home of its own
+    ],
+)
+def test_a_worker_takes_a_home_of_its_own_and_its_children_keep_it(suite_home: str, keeps: bool) -> None:
+    env = {**os.environ, "PYTEST_XDIST_WORKER": "gw0", "AIRFLOW_HOME": "/tmp/worker-home", SUITE_HOME_ENV: suite_home}
+    code = "import os, tests.conftest; print(os.environ['AIRFLOW_HOME'])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    home = done.stdout.strip().splitlines()[-1]
+    assert (home == "/tmp/worker-home") is keeps, home
+    assert keeps or home.startswith(tempfile.gettempdir()), home
