@@ -110,12 +110,16 @@ def test_tpch_pipeline_on_yarn_with_hdfs_answers_right_one_application_per_regio
             trace["jvm"]["jit"] == "c1"
             and "-XX:TieredStopAtLevel=1" in trace["spark_conf"]["spark.executor.extraJavaOptions"].split()
         )
-    # The ResourceManager ran one application per region of this run, each to success.
+    # The ResourceManager ran one application per region of this run, each to success; and one more, not
+    # successful, for a region whose first SparkContext did not start (Spark's start race in client mode on
+    # YARN, more likely on a loaded machine: the region is submitted once more, its trace says so).
     regions = {r["trace"]["region"] for r in results.values()}
+    restarted = {r["trace"]["region"] for r in results.values() if r["trace"]["execution"].get("restarted")}
     apps = [a for a in applications(cluster, "tpch_pipeline") if run.run_id in a["name"]]
-    assert len(apps) == len(regions), [a["name"] for a in apps]
-    assert {(a["state"], a["finalStatus"]) for a in apps} == {("FINISHED", "SUCCEEDED")}
-    assert {a["id"] for a in apps} == {r["trace"]["application_id"] for r in results.values()}
+    assert len(apps) == len(regions) + len(restarted), [a["name"] for a in apps]
+    succeeded = [a for a in apps if (a["state"], a["finalStatus"]) == ("FINISHED", "SUCCEEDED")]
+    assert len(succeeded) == len(regions), apps
+    assert {a["id"] for a in succeeded} == {r["trace"]["application_id"] for r in results.values()}
 
 
 def test_cluster_deploy_mode_runs_the_driver_in_the_application_master(
