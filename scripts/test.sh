@@ -25,7 +25,7 @@ fi
 rm -f .cache/ci-durations.txt
 status=0
 # The whole suite in two workers: half its time a test waits on a JVM, a cluster or Airflow, and the other
-# worker uses the second core meanwhile. Tests sharing a cluster or a pool stay in one worker (tests/conftest.py).
+# worker uses the second core meanwhile. Tests sharing a cluster or a pool stay in one worker (tests/worker_groups.py).
 workers=()
 [ "$#" -eq 0 ] && workers=(-n 2 --dist loadgroup)
 FINEGRAINED_DURATIONS_FILE=.cache/ci-durations.txt python -m pytest "${workers[@]}" "$@" || status=$?
