@@ -17,7 +17,7 @@ from tests import worker_groups
 
 # Set before anything imports airflow: its configuration is read at import time.
 _SUITE_HOME_ENV = "FINEGRAINED_SUITE_AIRFLOW_HOME"
-"""The Airflow home the suite's first process chose (a pytest-xdist controller's, or a plain run's)."""
+"""The Airflow home of the run's first process (a pytest-xdist controller's, or a plain run's)."""
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER and os.environ.get("AIRFLOW_HOME") == os.environ.get(_SUITE_HOME_ENV):
     # A pytest-xdist worker inherits the controller's environment: its Airflow home (metadata database, DAGs
@@ -26,10 +26,9 @@ if _WORKER and os.environ.get("AIRFLOW_HOME") == os.environ.get(_SUITE_HOME_ENV)
     for name in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER"):
         os.environ.pop(name, None)
 _HOME = Path(tempfile.mkdtemp(prefix="finegrained-airflow-home-"))
-if "AIRFLOW_HOME" not in os.environ:
-    os.environ["AIRFLOW_HOME"] = str(_HOME)
-    if not _WORKER:
-        os.environ[_SUITE_HOME_ENV] = str(_HOME)
+os.environ.setdefault("AIRFLOW_HOME", str(_HOME))
+if not _WORKER:  # what this run's workers, if any, inherit and replace (a home set beforehand included)
+    os.environ[_SUITE_HOME_ENV] = os.environ["AIRFLOW_HOME"]
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # dag.test() syncs the DAGs folder (the default bundle) to the database: tests put their DAG files here.
