@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import _SUITE_HOME_ENV as SUITE_HOME_ENV
+from tests.conftest import REPO
 from tests.worker_groups import GROUPS_ENV, SHARED_BY_GROUP, rank
 
-REPO = Path(__file__).resolve().parents[2]
 FORM = "tests/hooks/test_connection_form.py"
 """A fast module with eight tests on a module-scoped fixture and sixty-one without."""
 
